@@ -1,0 +1,2 @@
+"""hpcsuite."""
+__version__ = "0.1.0"

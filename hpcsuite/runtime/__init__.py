@@ -1,0 +1,19 @@
+"""The bottom layer of hpcsuite: teams of MPI processes, devices, errors, logging and timers.
+
+Nothing in here imports the layers above it. See ``ARCHITECTURE`` in the README for the layers.
+"""
+from .comm_hooks import intercept, observed
+from .device import DEVICES, Device, get_device, gpu_status
+from .errors import (EXIT_FAILURE, EXIT_INPUT, EXIT_OK, HpcsuiteError, InputError, agree, guarded,
+                     install_abort_hook)
+from .log import Logger, Progress
+from .team import ProcessGrid, Team, block_owner, block_range, grid_shape
+from .timers import Timers, measure, median
+
+__all__ = [
+    "Team", "ProcessGrid", "block_range", "block_owner", "grid_shape",
+    "Device", "DEVICES", "get_device", "gpu_status",
+    "HpcsuiteError", "InputError", "agree", "guarded", "install_abort_hook",
+    "EXIT_OK", "EXIT_FAILURE", "EXIT_INPUT",
+    "Logger", "Progress", "Timers", "measure", "median", "intercept", "observed",
+]

@@ -1,0 +1,101 @@
+"""Where arrays live: ``"cpu"`` (NumPy) or ``"gpu"`` (CuPy).
+
+The same solver source runs on both; the device decides the array namespace (``device.xp``) and
+where new arrays are created. Asking for a GPU on a machine without a usable one fails at once with
+a message that says why (no CuPy installed, or CuPy sees no CUDA device), never later in a kernel.
+
+Examples
+--------
+>>> dev = get_device("cpu")
+>>> dev.xp.__name__
+'numpy'
+>>> dev.to_host(dev.xp.arange(3))
+array([0, 1, 2])
+"""
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from types import ModuleType
+
+import numpy as np
+
+from .errors import InputError
+
+__all__ = ["Device", "get_device", "gpu_status", "DEVICES"]
+
+DEVICES = ("cpu", "gpu")
+
+
+@functools.lru_cache(maxsize=None)
+def gpu_status() -> tuple[bool, str]:
+    """``(usable, reason)``: whether CuPy is importable and sees a CUDA device. Local, cached."""
+    try:
+        import cupy
+    except Exception as exc:  # ImportError, or a broken CUDA library
+        return False, f"CuPy is not importable ({type(exc).__name__}: {exc}); install hpcsuite[gpu]"
+    try:
+        if not cupy.is_available():
+            return False, "CuPy is installed but sees no CUDA device (cupy.is_available() is False)"
+        n = cupy.cuda.runtime.getDeviceCount()
+        name = cupy.cuda.runtime.getDeviceProperties(0)["name"].decode()
+    except Exception as exc:  # noqa: BLE001 - driver errors surface here
+        return False, f"CuPy cannot use the GPU ({type(exc).__name__}: {exc})"
+    return True, f"{n} CUDA device(s), device 0 is {name}"
+
+
+@dataclass(frozen=True)
+class Device:
+    """A place for arrays: its name, its array module and (on GPU) the CUDA device id."""
+
+    name: str
+    xp: ModuleType
+    device_id: int | None = None
+
+    @property
+    def is_gpu(self) -> bool:
+        return self.name == "gpu"
+
+    def asarray(self, a, dtype=None):
+        """``a`` as an array on this device (copies host data to the GPU when needed)."""
+        return self.xp.asarray(a, dtype=dtype)
+
+    def to_host(self, a) -> np.ndarray:
+        """``a`` as a NumPy array (one device-to-host copy on GPU; no copy on CPU)."""
+        if self.is_gpu:
+            return self.xp.asnumpy(a)
+        return np.asarray(a)
+
+    def synchronize(self) -> None:
+        """Wait for queued GPU work (no-op on CPU), e.g. before stopping a timer."""
+        if self.is_gpu:
+            self.xp.cuda.runtime.deviceSynchronize()
+
+
+def get_device(name: str | Device = "cpu", local_rank: int = 0) -> Device:
+    """The :class:`Device` called ``name`` (``"cpu"`` or ``"gpu"``). Local.
+
+    Parameters
+    ----------
+    name : {"cpu", "gpu"} or Device
+    local_rank : int
+        This rank's index on its node; ranks on one node are spread round-robin over its GPUs.
+
+    Raises
+    ------
+    InputError
+        ``name`` is not a known device, or ``"gpu"`` was asked for and no GPU is usable.
+    """
+    if isinstance(name, Device):
+        return name
+    if name not in DEVICES:
+        raise InputError(f"device must be one of {', '.join(map(repr, DEVICES))}, got {name!r}")
+    if name == "cpu":
+        return Device("cpu", np)
+    ok, why = gpu_status()
+    if not ok:
+        raise InputError(f"device 'gpu' requested but no GPU is usable: {why}")
+    import cupy
+    dev_id = local_rank % cupy.cuda.runtime.getDeviceCount()
+    cupy.cuda.Device(dev_id).use()
+    return Device("gpu", cupy, dev_id)

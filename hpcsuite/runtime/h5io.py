@@ -1,0 +1,84 @@
+"""Collective parallel-HDF5 output that is complete or absent.
+
+Every rank writes its own block of each dataset through the ``mpio`` driver in one collective call.
+The file is written under a temporary name in the destination folder and renamed when it is closed,
+so a reader (or a crashed job) never sees a half-written file under the final name.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+from pathlib import Path
+from typing import Mapping, Sequence
+
+import numpy as np
+
+__all__ = ["atomic_parallel_file", "write_blocks_hdf5"]
+
+
+@contextlib.contextmanager
+def atomic_parallel_file(path: str | os.PathLike, team, mode: str = "w"):
+    """Open ``path`` for writing with the ``mpio`` driver under a temporary name. Collective.
+
+    Yields the open ``h5py.File``; on a clean exit it is closed on every rank and renamed to
+    ``path`` by rank 0 (``os.replace``: atomic on one filesystem) before any rank returns. On an
+    exception the temporary file is left for the abort path (see ``runtime.errors``) and ``path`` is
+    untouched.
+    """
+    import h5py
+
+    final = Path(path)
+    tmp = None
+    if team.rank == 0:
+        final.parent.mkdir(parents=True, exist_ok=True)
+        tmp = str(final.with_name(f".{final.name}.tmp-{os.getpid()}-{secrets.token_hex(4)}"))
+    tmp = team.bcast(tmp)
+    f = h5py.File(tmp, mode, driver="mpio", comm=team.comm)
+    yield f
+    f.close()
+    team.barrier()                       # every rank has closed (and flushed) its part
+    if team.rank == 0:
+        os.replace(tmp, final)
+    team.barrier()                       # no rank returns before the final name exists
+
+
+def write_blocks_hdf5(path: str | os.PathLike, team, global_shape: Sequence[int],
+                      starts: Sequence[int], fields: Mapping[str, np.ndarray],
+                      attrs: Mapping[str, object] | None = None) -> None:
+    """Write each rank's block of several global arrays into one HDF5 file. Collective.
+
+    Parameters
+    ----------
+    path : path-like
+        Destination; written atomically (temporary name, then rename).
+    team : Team
+        The ranks writing; each passes its own block.
+    global_shape : sequence of int
+        Shape of every dataset.
+    starts : sequence of int
+        Global index of this rank's block's first element (block shape = ``field.shape``).
+    fields : mapping name -> ndarray
+        The local blocks, the same names and dtypes on every rank.
+    attrs : mapping, optional
+        File attributes (same values on every rank: metadata writes are collective).
+    """
+    with atomic_parallel_file(path, team) as f:
+        for k, v in (attrs or {}).items():
+            f.attrs[k] = v
+        for name, block in fields.items():
+            block = np.ascontiguousarray(block)
+            dset = f.create_dataset(name, shape=tuple(global_shape), dtype=block.dtype)
+            sel = tuple(slice(s, s + m) for s, m in zip(starts, block.shape))
+            with dset.collective:
+                if block.size:
+                    dset[sel] = block
+                else:  # a rank without data still takes part in the collective write
+                    dset.id.write(h5py_empty_space(dset), h5py_empty_space(dset), block)
+
+
+def h5py_empty_space(dset):
+    """An empty selection on ``dset``'s dataspace (for ranks that write nothing collectively)."""
+    space = dset.id.get_space()
+    space.select_none()
+    return space

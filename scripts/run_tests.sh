@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# The whole test suite: set-up (idempotent), serial tests, then the MPI tests under real mpiexec at
+# 1, 2, 3 and 4 ranks. Exits non-zero if anything failed on any rank at any rank count, and says
+# which rank count and which test. Per-test timeouts (pytest-timeout) and an outer `timeout` per
+# stage keep a deadlock from hanging CI.
+#
+#   scripts/run_tests.sh                 everything
+#   scripts/run_tests.sh tests/runtime   only these paths (serial and MPI)
+#   RANKS="2 4" scripts/run_tests.sh     other rank counts
+set -uo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$root"
+./scripts/setup.sh || { echo "[tests] set-up failed" >&2; exit 1; }
+
+py="$root/.venv/bin/python"
+mpiexec="$root/.venv/bin/mpiexec"
+paths=("${@:-tests}")
+ranks=${RANKS:-1 2 3 4}
+logs="$root/test-logs"
+rm -rf "$logs"; mkdir -p "$logs"
+export HPCSUITE_TEST_FAILLOG="$logs/failures.txt"
+export PYTHONUNBUFFERED=1
+declare -a summary
+status=0
+t_all=$SECONDS
+
+echo "=== serial tests ==="
+t0=$SECONDS
+timeout --kill-after=30 1200 "$py" -m pytest -m "not mpi" -p no:cacheprovider "${paths[@]}"
+rc=$?
+if [ $rc -eq 0 ] || [ $rc -eq 5 ]; then summary+=("serial: passed ($((SECONDS - t0)) s)")
+else summary+=("serial: FAILED (exit $rc)"); status=1; fi
+
+for n in $ranks; do
+  echo "=== MPI tests at $n rank(s) ==="
+  t0=$SECONDS
+  : > "$logs/np$n.failed"
+  HPCSUITE_TEST_FAILLOG="$logs/np$n.failed" timeout --kill-after=30 900 \
+    "$mpiexec" -n "$n" "$root/scripts/rank_output.sh" "$logs/np$n" \
+    "$py" -m pytest --with-mpi -m mpi -p no:cacheprovider -q "${paths[@]}"
+  rc=$?
+  if [ $rc -eq 0 ] || [ $rc -eq 5 ]; then
+    summary+=("MPI, $n rank(s): passed ($((SECONDS - t0)) s)")
+  else
+    status=1
+    why="exit $rc"; [ $rc -eq 124 ] && why="timed out"
+    failed=$(sort -u "$logs/np$n.failed" | tr '\n' ' ')
+    # a rank killed by a timeout or a crash leaves a note of the test it was in
+    for f in "$logs/np$n.failed".running-rank*; do
+      [ -e "$f" ] && failed+="$(cat "$f")[rank ${f##*-rank}, unfinished] "
+    done
+    summary+=("MPI, $n rank(s): FAILED ($why) ${failed:+in: $failed}")
+    for f in "$logs/np$n"/rank*.log; do
+      [ -s "$f" ] || continue
+      echo "--- tail of $f ---"; tail -n 40 "$f"
+    done
+  fi
+done
+
+echo
+echo "=== summary ($((SECONDS - t_all)) s) ==="
+printf '  %s\n' "${summary[@]}"
+exit $status

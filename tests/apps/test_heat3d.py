@@ -1,0 +1,108 @@
+"""heat3d against independent references: the analytic decay, a serial NumPy (np.roll) solver, and
+the same run at 1-4 ranks; its HDF5 output read back serially."""
+import math
+import sys
+import tomllib
+
+import h5py
+import numpy as np
+import pytest
+
+from conftest import HPCSUITE
+from hpcsuite import deck as dk
+from hpcsuite.apprunner import load_app
+
+heat3d = load_app("heat3d")
+
+MODES = [[1, 1, 1, 1.0], [2, 0, 1, 0.5]]
+
+
+def make_deck(n, t_end=0.02, lengths=(1.0, 1.0, 1.0), out="", dims=(0, 0, 0), modes=MODES):
+    text = f"""[app]\nname = "heat3d"\n[grid]\nnx = {n[0]}\nny = {n[1]}\nnz = {n[2]}
+lx = {lengths[0]}\nly = {lengths[1]}\nlz = {lengths[2]}\n[time]\nt_end = {t_end}
+[initial]\nmodes = {modes}\n[decomposition]\ndims = {list(dims)}\n[output]\nfile = "{out}"\n"""
+    return dk.parse(tomllib.loads(text), heat3d.SCHEMA, "test.toml"), text
+
+
+def analytic(n, lengths, t, alpha=1.0, modes=MODES):
+    """Exact solution on the cell centres, written out independently of the app."""
+    x, y, z = (np.arange(n[0])[:, None, None] + 0.5) * lengths[0] / n[0], \
+              (np.arange(n[1])[None, :, None] + 0.5) * lengths[1] / n[1], \
+              (np.arange(n[2])[None, None, :] + 0.5) * lengths[2] / n[2]
+    u = 0.0
+    for kx, ky, kz, a in modes:
+        k2 = (2 * np.pi) ** 2 * ((kx / lengths[0]) ** 2 + (ky / lengths[1]) ** 2 + (kz / lengths[2]) ** 2)
+        u = u + a * np.exp(-alpha * k2 * t) * np.sin(2 * np.pi * (kx * x / lengths[0] + ky * y / lengths[1] + kz * z / lengths[2]))
+    return u
+
+
+def numpy_reference(n, lengths, steps, dt, alpha=1.0):
+    """Forward Euler with the periodic 7-point Laplacian via np.roll (a different implementation)."""
+    u = analytic(n, lengths, 0.0)
+    h2 = [(lengths[d] / n[d]) ** 2 for d in range(3)]
+    for _ in range(steps):
+        lap = sum((np.roll(u, 1, d) - 2 * u + np.roll(u, -1, d)) / h2[d] for d in range(3))
+        u = u + alpha * dt * lap
+    return u
+
+
+def test_second_order_convergence_to_the_exact_decay(team):
+    errors = []
+    for m in (8, 16, 32):
+        deck, _ = make_deck((m, m, m))
+        res = heat3d.simulate(deck, team)
+        err = np.max(np.abs(res.field - analytic((m, m, m), (1, 1, 1), 0.02)))
+        assert err == pytest.approx(res.error_max, rel=1e-9)    # the app reports the same error
+        errors.append(err)
+    orders = [math.log2(errors[i] / errors[i + 1]) for i in range(2)]
+    assert all(1.8 < o < 2.2 for o in orders), (errors, orders)
+    assert errors[-1] < 2e-3
+
+
+def test_matches_numpy_reference_on_an_uneven_box(team):
+    n, lengths = (11, 7, 5), (1.0, 0.7, 1.3)
+    deck, _ = make_deck(n, t_end=0.003, lengths=lengths)
+    res = heat3d.simulate(deck, team)
+    ref = numpy_reference(n, lengths, res.steps, res.dt)
+    assert np.allclose(res.field, ref, rtol=0, atol=1e-13)
+
+
+def test_same_result_at_1_to_4_ranks(run, tmp_path):
+    n = (13, 10, 7)
+    fields = {}
+    for nranks in (1, 2, 3, 4):
+        out = tmp_path / f"u{nranks}.h5"
+        _, text = make_deck(n, t_end=0.002, out=out)
+        deck = tmp_path / f"d{nranks}.toml"
+        deck.write_text(text)
+        p = run([HPCSUITE, "run", "-q", deck], nranks=nranks, timeout=120)
+        assert p.returncode == 0, p.stderr
+        with h5py.File(out, "r") as f:
+            fields[nranks] = f["u"][...]
+            assert f.attrs["ranks"] == nranks
+            steps, dt = int(f.attrs["steps"]), float(f.attrs["dt"])
+    ref = numpy_reference(n, (1, 1, 1), steps, dt)
+    for nranks, u in fields.items():
+        assert np.allclose(u, fields[1], rtol=0, atol=1e-15), nranks
+        assert np.allclose(u, ref, rtol=0, atol=1e-13), nranks
+
+
+@pytest.mark.mpi
+def test_hdf5_file_equals_gathered_field(team, shared_tmp):
+    n = (9, 6, 5)
+    out = shared_tmp / "heat.h5"
+    deck, _ = make_deck(n, t_end=0.001)
+    res = heat3d.simulate(deck, team)
+    from hpcsuite.runtime.h5io import write_blocks_hdf5
+    write_blocks_hdf5(out, team, n, res.starts, {"u": res.field}, {"t": 0.001})
+    blocks = team.gather((res.starts, res.field))
+    if team.rank == 0:
+        whole = np.full(n, np.nan)
+        for (s, b) in blocks:
+            whole[s[0]:s[0] + b.shape[0], s[1]:s[1] + b.shape[1], s[2]:s[2] + b.shape[2]] = b
+        assert not np.isnan(whole).any()
+        with h5py.File(out, "r") as f:            # serial read, no MPI driver
+            assert np.array_equal(f["u"][...], whole)
+            assert f.attrs["t"] == 0.001
+        assert sorted(p.name for p in shared_tmp.iterdir()) == ["heat.h5"]
+    team.barrier()

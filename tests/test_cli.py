@@ -1,0 +1,126 @@
+"""The command line: help, info (compared with the libraries themselves), and bad input at 1 and 4
+ranks (exit code 2, one line, printed once)."""
+import json
+import sys
+
+import pytest
+
+from conftest import HPCSUITE
+
+GOOD = """[app]
+name = "heat3d"
+[grid]
+nx = 8
+ny = 8
+nz = 8
+[time]
+t_end = 0.001
+[output]
+file = ""
+"""
+
+
+def test_help_explains_itself(run):
+    p = run([HPCSUITE, "--help"])
+    assert p.returncode == 0
+    for word in ("run", "info", "exit codes", "mpiexec -n 4 hpcsuite run"):
+        assert word in p.stdout
+    p = run([HPCSUITE, "run", "--help"])
+    assert p.returncode == 0 and "--quiet" in p.stdout and "--template" in p.stdout
+    p = run([HPCSUITE])
+    assert p.returncode == 2
+    p = run([HPCSUITE, "frobnicate"])
+    assert p.returncode == 2 and "invalid choice" in p.stderr
+
+
+def test_info_tells_the_truth(run):
+    import h5py
+    import numpy
+    from mpi4py import MPI
+    p = run([HPCSUITE, "info", "--json"])
+    assert p.returncode == 0, p.stderr
+    info = json.loads(p.stdout)
+    assert info["h5py"]["mpi"] is h5py.get_config().mpi is True
+    assert info["h5py"]["hdf5"] == h5py.version.hdf5_version
+    assert info["numpy"] == numpy.__version__
+    assert info["mpi"]["library"].split()[:3] == MPI.Get_library_version().split()[:3]
+    assert info["slurm"]["in_job"] is False
+    text = run([HPCSUITE, "info"]).stdout
+    assert "parallel HDF5  yes" in text and "MPICH" in text
+
+
+def test_info_under_mpiexec_prints_once(run):
+    p = run([HPCSUITE, "info"], nranks=2)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.count("MPI library") == 1
+    assert "2 rank(s) on 1 node(s)" in p.stdout
+
+
+def test_list_template_and_check(run, tmp_path):
+    p = run([HPCSUITE, "run", "--list"])
+    assert p.returncode == 0 and p.stdout.startswith("heat3d")
+    p = run([HPCSUITE, "run", "--template", "heat3d"])
+    assert p.returncode == 0 and 'name = "heat3d"' in p.stdout and "nx = (required)" in p.stdout
+    deck = tmp_path / "ok.toml"
+    deck.write_text(GOOD)
+    p = run([HPCSUITE, "run", "--check", deck])
+    assert p.returncode == 0 and "OK (heat3d)" in p.stdout
+
+
+def _bad_cases(tmp_path):
+    cases = {}
+
+    def deck(name, text):
+        path = tmp_path / f"{name}.toml"
+        path.write_text(text)
+        return path
+
+    cases["missing"] = (tmp_path / "absent.toml", "absent.toml: no such file")
+    cases["not_toml"] = (deck("not_toml", "[grid\nnx=4"), "not_toml.toml: not valid TOML")
+    cases["unknown_key"] = (deck("unknown_key", GOOD.replace("nx = 8", "nx = 8\nnxx = 3")),
+                            "unknown_key.toml: [grid] unknown key 'nxx'; did you mean 'nx'?")
+    cases["wrong_type"] = (deck("wrong_type", GOOD.replace("t_end = 0.001", 't_end = "soon"')),
+                           "wrong_type.toml: [time] t_end must be a positive number, got 'soon' (a string)")
+    cases["negative"] = (deck("negative", GOOD.replace("nx = 8", "nx = -4")),
+                         "negative.toml: [grid] nx must be a positive integer, got -4")
+    cases["unstable"] = (deck("unstable", GOOD.replace("t_end = 0.001", "t_end = 0.01\ndt = 0.01")),
+                         "unstable.toml: [time] dt = 0.01 is above the stability limit")
+    cases["unknown_app"] = (deck("unknown_app", GOOD.replace('"heat3d"', '"heat4d"')),
+                            "unknown_app.toml: [app] name 'heat4d' is not a known application (known: heat3d")
+    cases["bad_dims"] = (deck("bad_dims", GOOD.replace("[output]", "[decomposition]\ndims = [3, 0, 0]\n[output]")),
+                         "bad_dims.toml: [decomposition] dims [3, 0, 0] does not fit")
+    return cases
+
+
+@pytest.mark.parametrize("nranks", [1, 4])
+def test_bad_input_exit_2_one_line_once(run, tmp_path, nranks):
+    cases = _bad_cases(tmp_path)
+    for name, (path, msg) in cases.items():
+        p = run([HPCSUITE, "run", path], nranks=nranks, timeout=60)
+        assert p.returncode == 2, (name, p.returncode, p.stderr)
+        lines = p.stderr.strip().splitlines()
+        assert len(lines) == 1, (name, p.stderr)
+        assert msg in lines[0], (name, lines[0])
+        assert lines[0].startswith("hpcsuite: error: ")
+        assert p.stdout == "", (name, p.stdout)
+
+
+def test_more_ranks_than_cells(run, tmp_path):
+    deck = tmp_path / "thin.toml"
+    deck.write_text(GOOD.replace("nx = 8", "nx = 2").replace("[output]", "[decomposition]\ndims = [3, 1, 1]\n[output]"))
+    p = run([HPCSUITE, "run", deck], nranks=3, timeout=60)
+    assert p.returncode == 2
+    assert p.stderr.strip() == (f"hpcsuite: error: {deck}: [grid] nx = 2 is smaller than the 3 ranks along x "
+                                "of the 3x1x1 process grid; use more cells or fewer ranks")
+
+
+def test_main_job_runs(run, tmp_path):
+    deck = tmp_path / "good.toml"
+    deck.write_text(GOOD.replace('file = ""', f'file = "{tmp_path}/o/u.h5"'))
+    p = run([HPCSUITE, "run", deck], nranks=4, timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.count("error at t = 0.001") == 1
+    assert (tmp_path / "o" / "u.h5").is_file()
+    assert [f.name for f in (tmp_path / "o").iterdir()] == ["u.h5"]   # no temporary left behind
+    q = run([HPCSUITE, "run", "--quiet", deck], nranks=2, timeout=120)
+    assert q.returncode == 0 and q.stdout.strip().startswith("heat3d: error at t") and q.stderr == ""
