@@ -1,0 +1,572 @@
+"""``DistArray``: an N-D array distributed over a team, with a global and a local view.
+
+Global view (one-sided, from any rank, without the owners taking part)::
+
+    x = a[3, 10:20]          # a NumPy array, fetched with one MPI_Get per owning unit
+    a[0, ::2] = 1.0          # written with one MPI_Put per owning unit
+    h = a.get_async(slice(0, 100)); ...; x = h.wait()
+
+Local view (owner computes)::
+
+    a.local *= 2.0           # the owned block, a writable NumPy array (CuPy on device="gpu")
+    gi, gj = a.local_indices # global indices of its rows and columns
+
+Elements owned by a unit on the same node are read and written as plain NumPy views of its
+shared-memory storage; remote ones through the team window, locked once for the array's lifetime.
+Completion: blocking ``a[...]``/``a[...] = v`` return with the data transferred; ``flush()``
+completes outstanding asynchronous operations; ``sync()`` (collective) is flush plus barrier.
+
+Examples
+--------
+With ``mpiexec -n 2``::
+
+    >>> a = pgas.arange(10)                 # BLOCKED: rank 0 owns 0..4, rank 1 owns 5..9
+    >>> a.local                              # rank 0: array([0, 1, 2, 3, 4]); rank 1: [5 ... 9]
+    >>> a[3:7]                               # every rank: array([3, 4, 5, 6])
+"""
+from __future__ import annotations
+
+import atexit
+import functools
+import math
+from typing import Sequence
+
+import numpy as np
+from mpi4py import MPI
+from mpi4py.util import dtlib
+
+from ..runtime import Team, get_device
+from .access import normalize, plan, storage_offsets, target_datatype
+from .dist import BLOCKED
+from .memory import Segment
+from .pattern import Pattern
+
+__all__ = ["DistArray", "zeros", "ones", "full", "empty", "arange", "from_numpy", "mpi_type"]
+
+
+@functools.lru_cache(maxsize=None)
+def _mpi_type_cached(dstr: str) -> MPI.Datatype:
+    dt = np.dtype(dstr)
+    t = MPI._typedict.get(dt.char) if dt.isnative else None
+    if t is not None and t.Get_size() == dt.itemsize:
+        return t                      # a predefined type: nothing to free
+    try:
+        t = dtlib.from_numpy_dtype(dt)
+    except Exception:
+        raise ValueError(f"dtype {dt} has no MPI equivalent; use a numeric dtype") from None
+    _derived_types.append(t)
+    return t
+
+
+_derived_types: list = []
+
+
+def mpi_type(dtype) -> MPI.Datatype:
+    """The MPI datatype for a NumPy dtype (``ValueError`` when there is none). Cached per dtype."""
+    return _mpi_type_cached(np.dtype(dtype).str)
+
+
+@atexit.register
+def _free_derived_types() -> None:
+    if not MPI.Is_finalized():
+        for t in _derived_types:
+            t.Free()
+        _derived_types.clear()
+
+
+def _widths(halo, ndim: int) -> tuple[int, ...]:
+    if isinstance(halo, (int, np.integer)) and not isinstance(halo, bool):
+        w = (int(halo),) * ndim
+    else:
+        w = tuple(int(h) for h in halo)
+    if len(w) != ndim or any(x < 0 for x in w):
+        raise ValueError(f"halo must be a non-negative int or {ndim} of them, got {halo!r}")
+    return w
+
+
+class DistArray:
+    """An N-D array distributed over a team. Creating one is collective.
+
+    Parameters
+    ----------
+    shape : int or tuple of int
+        Global shape.
+    dtype : dtype, default float64
+        Element type (must map to an MPI type).
+    dist : DistSpec or sequence of DistSpec
+        Distribution per dimension (see :class:`~hpcsuite.pgas.Pattern`), default ``BLOCKED``
+        along dimension 0.
+    team : Team, optional
+        The units holding the array (default: the world). Sub-teams work.
+    grid : sequence of int or ProcessGrid, optional
+        Process-grid extents (0 = choose).
+    halo : int or sequence of int
+        Ghost-cell width per dimension around each local block (BLOCKED / NONE dimensions only).
+    boundary : str, float or sequence
+        Halo boundary per dimension: ``"periodic"``, ``"none"`` (ghosts at the global edge are left
+        alone) or a number (a fixed value). Default ``"none"``.
+    corners : bool
+        Whether :meth:`halo.update() <hpcsuite.pgas.halo.Halo.update>` also fills edge and corner
+        ghosts (needed by 27-point stencils).
+    device : {"cpu", "gpu"}
+        Where the local storage lives.
+    shm : bool, optional
+        Read and write same-node units' storage directly through shared memory (default true,
+        or ``$HPCSUITE_PGAS_SHM``); ``False`` sends every remote access through MPI RMA.
+
+    Raises
+    ------
+    ValueError
+        On every rank, before any communication, for a shape, dtype, distribution, grid or halo
+        that cannot work.
+    """
+
+    def __init__(self, shape, dtype=np.float64, dist=BLOCKED, team: Team | None = None, grid=None,
+                 halo=0, boundary="none", corners: bool = False, device="cpu", shm: bool | None = None):
+        team = team if team is not None else Team.world()
+        if not isinstance(team, Team):
+            raise ValueError(f"team must be a Team, got {team!r}")
+        self.pattern = Pattern(shape, dist, team=team, grid=grid)
+        self.team = team
+        self.dtype = np.dtype(dtype)
+        self._mpitype = mpi_type(self.dtype)
+        self.halo_width = _widths(halo, self.pattern.ndim)
+        self.device = get_device(device)
+        if any(self.halo_width):
+            if self.pattern.tiled or any(m.cyclic for m, w in zip(self.pattern.maps, self.halo_width) if w):
+                raise ValueError("halos need BLOCKED or NONE along every dimension with a halo width > 0, "
+                                 f"got dist {self.pattern.dist} with halo {self.halo_width}")
+            for d, (m, w) in enumerate(zip(self.pattern.maps, self.halo_width)):
+                if w and m.p > 1 and min(m.size(0), m.size(m.p - 1)) < w:
+                    raise ValueError(f"halo width {w} along dimension {d} exceeds the smallest local "
+                                     f"extent {min(m.size(0), m.size(m.p - 1))}; use fewer units or a "
+                                     f"narrower halo")
+        from .halo import HaloSpec
+        self._halo_spec = HaloSpec.build(self.halo_width, boundary, corners, self.pattern.ndim)
+        self._halo = None
+        self._storage_shapes = {}
+        self._seg = Segment(team, self._padded_storage_shape(team.rank), self.dtype, shm=shm)
+        self._set_views()
+        self._dev_storage = None
+        if self.device.is_gpu:
+            self._dev_storage = self.device.xp.zeros(self._seg.shape, dtype=self.dtype)
+
+    # ------------------------------------------------------------------ shape and views
+    def _padded_storage_shape(self, unit: int) -> tuple[int, ...]:
+        s = self._storage_shapes.get(unit)
+        if s is None:
+            base = self.pattern.storage_shape(unit)
+            s = tuple(n + 2 * w for n, w in zip(base, self.halo_width)) if any(self.halo_width) else base
+            self._storage_shapes[unit] = s
+        return s
+
+    def _set_views(self) -> None:
+        st = self._seg.array
+        w = self.halo_width
+        self._local = st[tuple(slice(x, n - x) for x, n in zip(w, st.shape))] if any(w) else st
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.pattern.shape
+
+    @property
+    def ndim(self) -> int:
+        return self.pattern.ndim
+
+    @property
+    def size(self) -> int:
+        return self.pattern.size
+
+    @property
+    def dist(self):
+        return self.pattern.dist
+
+    @property
+    def grid(self) -> tuple[int, ...]:
+        return self.pattern.grid
+
+    @property
+    def local(self):
+        """This unit's owned elements: a writable NumPy view (CuPy on GPU), no halo.
+
+        For TILE patterns its shape is ``(tiles..., tile extents...)`` (:meth:`Pattern.storage_shape`).
+        """
+        self._alive()
+        if self._dev_storage is not None:
+            w = self.halo_width
+            st = self._dev_storage
+            return st[tuple(slice(x, n - x) for x, n in zip(w, st.shape))] if any(w) else st
+        return self._local
+
+    @property
+    def local_with_halo(self):
+        """The local block including its ghost cells (same as :attr:`local` without halo)."""
+        self._alive()
+        return self._dev_storage if self._dev_storage is not None else self._seg.array
+
+    @property
+    def local_shape(self) -> tuple[int, ...]:
+        return self.pattern.local_shape(self.team.rank)
+
+    @property
+    def local_indices(self) -> tuple[np.ndarray, ...]:
+        """Per dimension, the global indices of this unit's local rows/columns/... (in order)."""
+        return self.pattern.owned_indices(self.team.rank)
+
+    @property
+    def local_slices(self) -> tuple[slice, ...]:
+        """Global slices of this unit's block; only for BLOCKED / NONE patterns (one block each)."""
+        if self.pattern.tiled or any(m.cyclic for m in self.pattern.maps):
+            raise ValueError("local_slices needs a BLOCKED/NONE pattern; use local_indices")
+        c = self.pattern.unit_coords(self.team.rank)
+        return tuple(slice(m.start(ci), m.start(ci) + m.size(ci)) for m, ci in zip(self.pattern.maps, c))
+
+    def local_global_indices(self) -> tuple[np.ndarray, ...]:
+        """Global index arrays broadcastable over :attr:`local` (for owner-computes formulas)."""
+        return self.pattern.local_global_indices(self.team.rank)
+
+    @property
+    def halo(self):
+        """The :class:`~hpcsuite.pgas.halo.Halo` of this array (``update()``, ``update_async()``)."""
+        self._alive()
+        if self._halo is None:
+            from .halo import Halo
+            self._halo = Halo(self, self._halo_spec)
+        return self._halo
+
+    def __repr__(self) -> str:
+        state = "freed" if self._seg.freed else f"local {self.local_shape} on rank {self.team.rank}"
+        return (f"DistArray(shape={self.shape}, dtype={self.dtype}, dist=({', '.join(map(repr, self.dist))}), "
+                f"grid={self.grid}, {state})")
+
+    def __len__(self) -> int:
+        return self.shape[0]
+
+    # ------------------------------------------------------------------ lifetime
+    def _alive(self) -> None:
+        if self._seg.freed:
+            raise RuntimeError("this DistArray was freed; it can no longer be used")
+
+    def free(self) -> None:
+        """Release the array's windows and memory. Collective; idempotent."""
+        if self._halo is not None:
+            self._halo.free()
+            self._halo = None
+        self._seg.free()
+        self._local = None
+        self._dev_storage = None
+
+    def __enter__(self) -> "DistArray":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.free()
+
+    # ------------------------------------------------------------------ global view: get
+    def _peer(self, unit: int):
+        """A NumPy view of ``unit``'s padded storage if it is on this node."""
+        return self._seg.peer_view(unit, self._padded_storage_shape(unit))
+
+    def _direct_index(self, piece, unit_storage_shape):
+        """Index into a unit's padded storage for a piece (shared-memory path)."""
+        if self.pattern.tiled:
+            return storage_offsets(piece, self.pattern, unit_storage_shape)
+        li = piece.local_index()
+        w = self.halo_width
+        if not any(w):
+            return li
+        if isinstance(li[0], slice):
+            return tuple(slice(s.start + x, s.stop + x, s.step) for s, x in zip(li, w))
+        return tuple(a + x for a, x in zip(li, w))
+
+    def _issue_get(self, result: np.ndarray, pieces, requests: list | None):
+        """Fetch every piece into ``result`` (full-dimensional). Returns deferred scatters."""
+        deferred, targets = [], set()
+        for pc in pieces:
+            ushape = self._padded_storage_shape(pc.unit)
+            view = self._seg.peer_view(pc.unit, ushape)
+            ridx = pc.result_index(None)
+            if view is not None:
+                idx = self._direct_index(pc, ushape)
+                result[ridx] = view.reshape(-1)[idx] if self.pattern.tiled else view[idx]
+                continue
+            dtype, disp, count = target_datatype(pc, self.pattern, ushape, self._mpitype,
+                                                 self.halo_width if any(self.halo_width) else None)
+            whole = len(pieces) == 1 and result.flags.c_contiguous
+            buf = result if whole else np.empty(pc.shape, dtype=self.dtype)
+            target = (disp, count, dtype)
+            if requests is None:
+                self._seg.win.Get(buf, pc.unit, target)
+            else:
+                requests.append(self._seg.win.Rget(buf, pc.unit, target))
+            if dtype is not self._mpitype:
+                dtype.Free()
+            targets.add(pc.unit)
+            if not whole:
+                deferred.append((ridx, buf))
+        return deferred, targets
+
+    def __getitem__(self, idx):
+        """Read the elements ``idx`` (ints, slices with steps, ``...``) from any rank. One-sided.
+
+        Returns a NumPy array (a NumPy scalar for a single element). Raises ``IndexError`` naming the
+        index and the global shape when out of range.
+        """
+        self._alive()
+        sels, out_shape = normalize(idx, self.shape)
+        result = np.empty(tuple(s.count for s in sels), dtype=self.dtype)
+        pieces = plan(self.pattern, sels)
+        deferred, targets = self._issue_get(result, pieces, None)
+        for t in targets:
+            self._seg.win.Flush(t)
+        for ridx, buf in deferred:
+            result[ridx] = buf
+        return result.reshape(out_shape)[()] if out_shape == () else result.reshape(out_shape)
+
+    def get_async(self, idx) -> "GetHandle":
+        """Start reading ``idx``; ``handle.wait()`` returns the array. One-sided."""
+        self._alive()
+        sels, out_shape = normalize(idx, self.shape)
+        result = np.empty(tuple(s.count for s in sels), dtype=self.dtype)
+        reqs: list = []
+        deferred, _ = self._issue_get(result, plan(self.pattern, sels), reqs)
+        return GetHandle(result, out_shape, reqs, deferred)
+
+    # ------------------------------------------------------------------ global view: put
+    def _issue_put(self, idx, value, requests: list | None):
+        sels, out_shape = normalize(idx, self.shape)
+        full = tuple(s.count for s in sels)
+        try:
+            v = np.broadcast_to(np.asarray(value, dtype=self.dtype), out_shape).reshape(full)
+        except ValueError:
+            raise ValueError(f"cannot assign a value of shape {np.shape(value)} to a selection of "
+                             f"shape {out_shape}") from None
+        pieces = plan(self.pattern, sels)
+        keep, targets = [], set()
+        for pc in pieces:
+            ushape = self._padded_storage_shape(pc.unit)
+            view = self._seg.peer_view(pc.unit, ushape)
+            src = v[pc.result_index(None)]
+            if view is not None:
+                idx_ = self._direct_index(pc, ushape)
+                if self.pattern.tiled:
+                    flat = view.reshape(-1)
+                    flat[idx_] = src
+                else:
+                    view[idx_] = src
+                continue
+            src = np.ascontiguousarray(src)
+            dtype, disp, count = target_datatype(pc, self.pattern, ushape, self._mpitype,
+                                                 self.halo_width if any(self.halo_width) else None)
+            if requests is None:
+                self._seg.win.Put(src, pc.unit, (disp, count, dtype))
+            else:
+                requests.append(self._seg.win.Rput(src, pc.unit, (disp, count, dtype)))
+            if dtype is not self._mpitype:
+                dtype.Free()
+            keep.append(src)
+            targets.add(pc.unit)
+        return keep, targets
+
+    def __setitem__(self, idx, value) -> None:
+        """Write ``value`` (broadcast to the selection) into ``idx`` from any rank. One-sided;
+        returns when the data is in the owners' memory."""
+        self._alive()
+        _, targets = self._issue_put(idx, value, None)
+        for t in targets:
+            self._seg.win.Flush(t)
+        self._seg.shm_win.Sync()
+
+    def put_async(self, idx, value) -> "PutHandle":
+        """Start writing ``value`` into ``idx``; ``handle.wait()`` completes it at the owners. One-sided."""
+        self._alive()
+        reqs: list = []
+        keep, targets = self._issue_put(idx, value, reqs)
+        return PutHandle(self._seg, reqs, keep, targets)
+
+    def flush(self) -> None:
+        """Complete every outstanding one-sided operation this rank issued on the array. Local."""
+        self._alive()
+        self._seg.flush()
+
+    def sync(self) -> None:
+        """Complete all one-sided operations and wait for every unit. Collective."""
+        self._alive()
+        self._seg.flush()
+        self.team.barrier()
+        self._seg.shm_win.Sync()
+
+    # ------------------------------------------------------------------ whole-array transfers
+    def to_numpy(self, root: int | None = None) -> np.ndarray | None:
+        """The whole array as one NumPy array: on every rank (``root=None``) or only on ``root``
+        (others get ``None``). Collective; needs memory for the whole array where it lands."""
+        self._alive()
+        p = self.pattern
+        mine = np.ascontiguousarray(p.storage_to_local(self._host_local()))
+        counts = [p.local_size(u) for u in range(self.team.size)]
+        displs = np.concatenate(([0], np.cumsum(counts)[:-1])).tolist()
+        if root is None:
+            flat = np.empty(sum(counts), dtype=self.dtype)
+            self.team.comm.Allgatherv(mine, [flat, counts, displs, self._mpitype])
+        else:
+            flat = np.empty(sum(counts), dtype=self.dtype) if self.team.rank == root else None
+            self.team.comm.Gatherv(mine, [flat, counts, displs, self._mpitype] if flat is not None else None,
+                                   root=root)
+            if self.team.rank != root:
+                return None
+        out = np.empty(self.shape, dtype=self.dtype)
+        for u in range(self.team.size):
+            if counts[u]:
+                block = flat[displs[u]:displs[u] + counts[u]].reshape(p.local_shape(u))
+                _place(out, p, u, block)
+        return out
+
+    def _host_local(self) -> np.ndarray:
+        """The owned block on the host (a device-to-host copy on GPU)."""
+        return self.device.to_host(self.local) if self.device.is_gpu else self._local
+
+    def update_host(self) -> None:
+        """GPU arrays: copy the device block to the host memory that one-sided access and I/O
+        use. Collective (ends with a barrier so remote readers see it). No-op on CPU arrays."""
+        if self._dev_storage is not None:
+            self._seg.array[...] = self.device.to_host(self._dev_storage)
+            self.sync()
+
+    def update_device(self) -> None:
+        """GPU arrays: copy the host memory (after remote puts) back to the device block.
+        Collective (starts with a sync). No-op on CPU arrays."""
+        if self._dev_storage is not None:
+            self.sync()
+            self._dev_storage[...] = self.device.xp.asarray(self._seg.array)
+
+
+def _place(out: np.ndarray, pattern: Pattern, unit: int, block: np.ndarray) -> None:
+    """Put ``unit``'s block (local-index order) into the global array ``out``."""
+    if not any(m.cyclic for m in pattern.maps):
+        c = pattern.unit_coords(unit)
+        out[tuple(slice(m.start(ci), m.start(ci) + m.size(ci)) for m, ci in zip(pattern.maps, c))] = block
+    else:
+        out[np.ix_(*pattern.owned_indices(unit))] = block
+
+
+def _take(arr: np.ndarray, pattern: Pattern, unit: int) -> np.ndarray:
+    """``unit``'s elements of the global array ``arr`` in local-index order."""
+    if not any(m.cyclic for m in pattern.maps):
+        c = pattern.unit_coords(unit)
+        return arr[tuple(slice(m.start(ci), m.start(ci) + m.size(ci)) for m, ci in zip(pattern.maps, c))]
+    return arr[np.ix_(*pattern.owned_indices(unit))]
+
+
+class GetHandle:
+    """An outstanding :meth:`DistArray.get_async`; :meth:`wait` returns the data."""
+
+    def __init__(self, result, out_shape, reqs, deferred):
+        self._result, self._shape, self._reqs, self._deferred = result, out_shape, reqs, deferred
+        self._done = False
+
+    def test(self) -> bool:
+        """Whether the data has arrived (non-blocking)."""
+        return self._done or MPI.Request.Testall(self._reqs)
+
+    def wait(self):
+        if not self._done:
+            MPI.Request.Waitall(self._reqs)
+            for ridx, buf in self._deferred:
+                self._result[ridx] = buf
+            self._done = True
+        r = self._result.reshape(self._shape)
+        return r[()] if self._shape == () else r
+
+
+class PutHandle:
+    """An outstanding :meth:`DistArray.put_async`; :meth:`wait` completes it at the targets."""
+
+    def __init__(self, seg, reqs, keep, targets):
+        self._seg, self._reqs, self._keep, self._targets = seg, reqs, keep, targets
+        self._done = False
+
+    def wait(self) -> None:
+        if not self._done:
+            MPI.Request.Waitall(self._reqs)
+            for t in self._targets:
+                self._seg.win.Flush(t)
+            self._seg.shm_win.Sync()
+            self._keep = None
+            self._done = True
+
+
+# ---------------------------------------------------------------------- constructors (collective)
+def empty(shape, dtype=np.float64, **kw) -> DistArray:
+    """A new uninitialised :class:`DistArray`. Collective (keywords as ``DistArray``)."""
+    return DistArray(shape, dtype, **kw)
+
+
+def full(shape, value, dtype=None, **kw) -> DistArray:
+    """A new :class:`DistArray` filled with ``value``. Collective."""
+    a = DistArray(shape, np.result_type(value) if dtype is None else dtype, **kw)
+    a.local[...] = value
+    if any(a.halo_width):
+        a.local_with_halo[...] = value
+    a.team.barrier()
+    return a
+
+
+def zeros(shape, dtype=np.float64, **kw) -> DistArray:
+    """A new :class:`DistArray` of zeros. Collective."""
+    return full(shape, 0, dtype, **kw)
+
+
+def ones(shape, dtype=np.float64, **kw) -> DistArray:
+    """A new :class:`DistArray` of ones. Collective."""
+    return full(shape, 1, dtype, **kw)
+
+
+def arange(start, stop=None, step=1, dtype=None, **kw) -> DistArray:
+    """A 1-D :class:`DistArray` with ``numpy.arange(start, stop, step)``'s values. Collective."""
+    if stop is None:
+        start, stop = 0, start
+    if step == 0:
+        raise ValueError("arange: step must not be zero")
+    n = max(0, math.ceil((stop - start) / step))
+    dtype = np.result_type(start, stop, step) if dtype is None else dtype
+    a = DistArray(n, dtype, **kw)
+    (gi,) = a.local_global_indices()
+    a.local[...] = start + step * gi
+    a.team.barrier()
+    return a
+
+
+def from_numpy(arr, dist=BLOCKED, root: int | None = 0, team: Team | None = None, **kw) -> DistArray:
+    """A :class:`DistArray` holding ``arr``. Collective.
+
+    With ``root=r`` only rank ``r``'s ``arr`` is used (the others may pass ``None``) and each unit
+    receives its part with one ``Scatterv``; with ``root=None`` every rank passes the same array
+    and takes its own part without communication.
+    """
+    team = team or Team.world()
+    if root is None:
+        arr = np.asarray(arr)
+        shape, dtype = arr.shape, arr.dtype
+    else:
+        meta = (np.shape(arr), np.asarray(arr).dtype.str) if team.rank == root else None
+        shape, dstr = team.bcast(meta, root=root)
+        dtype = np.dtype(dstr)
+    a = DistArray(shape, dtype, dist=dist, team=team, **kw)
+    p = a.pattern
+    if root is None:
+        a.local[...] = p.local_to_storage(_take(arr, p, team.rank))
+    else:
+        if team.rank == root:
+            arr = np.asarray(arr)
+            parts = [np.ascontiguousarray(_take(arr, p, u)).reshape(-1) for u in range(team.size)]
+            sendbuf = np.concatenate(parts) if parts else np.empty(0, dtype)
+            counts = [x.size for x in parts]
+            displs = np.concatenate(([0], np.cumsum(counts)[:-1])).tolist()
+            send = [sendbuf, counts, displs, a._mpitype]
+        else:
+            send = None
+        recv = np.empty(p.local_size(team.rank), dtype=dtype)
+        team.comm.Scatterv(send, recv, root=root)
+        a.local[...] = p.local_to_storage(recv.reshape(p.local_shape(team.rank)))
+    a.team.barrier()
+    return a

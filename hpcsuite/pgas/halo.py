@@ -1,0 +1,165 @@
+"""Halo (ghost-cell) exchange for distributed arrays with BLOCKED dimensions.
+
+Every unit's local block is stored with ``w[d]`` ghost layers on each side of dimension ``d``.
+:meth:`Halo.update` fills them from the neighbouring units: faces only, or faces, edges and corners
+(``corners=True``, e.g. for 27-point stencils). All messages of an update are posted at once as
+persistent requests on MPI subarray datatypes over the stored block, so no data is packed by
+hand and :meth:`Halo.update_async` overlaps the whole exchange with computation.
+
+Boundaries per dimension: ``"periodic"`` (wrap around), ``"none"`` (ghosts at the global edge are
+left as they are) or a number (ghosts at the global edge are set to that value).
+
+GPU arrays (no CUDA-aware MPI assumed) stage the send and receive regions through host memory.
+"""
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+from numbers import Real
+
+import numpy as np
+from mpi4py import MPI
+
+__all__ = ["HaloSpec", "Halo"]
+
+
+@dataclass(frozen=True)
+class HaloSpec:
+    """Ghost widths, boundary conditions and whether corners are exchanged."""
+
+    width: tuple[int, ...]
+    boundary: tuple          # per dimension: "periodic" | "none" | float
+    corners: bool = False
+
+    @classmethod
+    def build(cls, width, boundary, corners, ndim) -> "HaloSpec":
+        if isinstance(boundary, (str, Real)) and not isinstance(boundary, bool):
+            boundary = (boundary,) * ndim
+        boundary = tuple(boundary)
+        if len(boundary) != ndim:
+            raise ValueError(f"boundary needs {ndim} entries, got {len(boundary)}")
+        for b in boundary:
+            if not (b in ("periodic", "none") or (isinstance(b, Real) and not isinstance(b, bool))):
+                raise ValueError(f"boundary must be 'periodic', 'none' or a number, got {b!r}")
+        return cls(tuple(width), tuple(float(b) if isinstance(b, Real) else b for b in boundary), bool(corners))
+
+
+def _region(side: int, n: int, w: int, ghost: bool) -> tuple[int, int]:
+    """(start, size) along one dimension of the padded block for direction ``side``."""
+    if side == 0:
+        return w, n
+    if ghost:
+        return (0, w) if side < 0 else (w + n, w)
+    return (w, w) if side < 0 else (n, w)
+
+
+class Halo:
+    """The halo of one :class:`~hpcsuite.pgas.DistArray` (get it as ``a.halo``)."""
+
+    def __init__(self, array, spec: HaloSpec):
+        self.array, self.spec = array, spec
+        p = array.pattern
+        team = array.team
+        nd, w = p.ndim, spec.width
+        coords = p.unit_coords(team.rank)
+        n = p.local_shape(team.rank)
+        padded = array._padded_storage_shape(team.rank)
+        base = array._mpitype
+        dirs = [o for o in itertools.product((-1, 0, 1), repeat=nd) if any(o)]
+        if not spec.corners:
+            dirs = [o for o in dirs if sum(1 for x in o if x) == 1]
+        dirs = [o for o in dirs if all(w[d] > 0 for d in range(nd) if o[d])]
+        tag_of = {o: i for i, o in enumerate(itertools.product((-1, 0, 1), repeat=nd))}
+        self._types, self._fills, self._regions = [], [], []
+        sends, recvs = [], []
+        storage = array._seg.array
+        for o in dirs:
+            nb, fill = [], None
+            for d in range(nd):
+                c = coords[d] + o[d]
+                if 0 <= c < p.grid[d] or not o[d]:
+                    nb.append(c)
+                    continue
+                b = spec.boundary[d]
+                if b == "periodic":
+                    nb.append(c % p.grid[d])
+                else:
+                    nb = None
+                    fill = b if isinstance(b, float) and fill is None else fill
+                    break
+            ghost = [_region(o[d], n[d], w[d], True) for d in range(nd)]
+            if nb is None:
+                if fill is not None:
+                    self._fills.append((tuple(slice(s, s + k) for s, k in ghost), fill))
+                continue
+            peer = p.unit_of(nb)
+            inner = [_region(o[d], n[d], w[d], False) for d in range(nd)]
+            if any(k == 0 for _, k in inner):
+                continue
+            st = base.Create_subarray(padded, [k for _, k in inner], [s for s, _ in inner]).Commit()
+            rt = base.Create_subarray(padded, [k for _, k in ghost], [s for s, _ in ghost]).Commit()
+            self._types += [st, rt]
+            mo = tuple(-x for x in o)
+            sends.append(team.comm.Send_init([storage, 1, st], peer, tag=tag_of[o]))
+            recvs.append(team.comm.Recv_init([storage, 1, rt], peer, tag=tag_of[mo]))
+            self._regions.append((tuple(slice(s, s + k) for s, k in inner),
+                                  tuple(slice(s, s + k) for s, k in ghost)))
+        self._requests = recvs + sends
+        self.messages = len(sends)
+        self._active = False
+
+    def update(self) -> None:
+        """Fill every ghost cell from its neighbour (or the boundary rule). Collective over the
+        array's team (point-to-point with the neighbours)."""
+        self.update_async().wait()
+
+    def update_async(self) -> "HaloUpdate":
+        """Start the exchange and return a handle; call ``wait()`` before reading ghost cells or
+        writing border cells. Collective over the array's team."""
+        self.array._alive()
+        if self._active:
+            raise RuntimeError("a halo update of this array is already in flight; wait() for it first")
+        dev = self.array._dev_storage
+        if dev is not None:      # stage the border regions through host memory
+            host = self.array._seg.array
+            for inner, _ in self._regions:
+                host[inner] = self.array.device.to_host(dev[inner])
+        self._active = True
+        if self._requests:
+            MPI.Prequest.Startall(self._requests)
+        return HaloUpdate(self)
+
+    def _finish(self) -> None:
+        if self._requests:
+            MPI.Request.Waitall(self._requests)
+        target = self.array.local_with_halo
+        dev = self.array._dev_storage
+        if dev is not None:
+            host = self.array._seg.array
+            for _, ghost in self._regions:
+                dev[ghost] = self.array.device.xp.asarray(host[ghost])
+        for region, value in self._fills:
+            target[region] = value
+        self._active = False
+
+    def free(self) -> None:
+        """Release the persistent requests and datatypes. Collective with the array's free()."""
+        if self._active:
+            self._finish()
+        for r in self._requests:
+            r.Free()
+        for t in self._types:
+            t.Free()
+        self._requests, self._types = [], []
+
+
+class HaloUpdate:
+    """An exchange in flight; :meth:`wait` completes it."""
+
+    def __init__(self, halo: Halo):
+        self._halo, self._done = halo, False
+
+    def wait(self) -> None:
+        if not self._done:
+            self._halo._finish()
+            self._done = True

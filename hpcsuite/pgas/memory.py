@@ -1,0 +1,139 @@
+"""Globally addressable memory for distributed arrays: MPI-3 windows over node-shared storage.
+
+Each unit's local storage is allocated with ``MPI_Win_allocate_shared`` on the node's
+sub-communicator of the team, so units on the same node can read and write each other's storage
+as plain NumPy views (a memory copy, no MPI call). A second window over the same memory spans the
+whole team for remote units. The team window is locked once (``MPI_Win_lock_all`` with
+``MPI_MODE_NOCHECK``) for its whole lifetime, as DASH does; completion is ``Flush``.
+
+:func:`live_segments` counts segments not yet freed, so tests can check that nothing leaks.
+"""
+from __future__ import annotations
+
+import atexit
+import math
+import os
+
+import numpy as np
+from mpi4py import MPI
+
+__all__ = ["Segment", "live_segments"]
+
+# Every segment not yet freed, in allocation order (the same order on every rank, since allocation
+# is collective). Strong references: a dropped array keeps its memory until free() or exit.
+_live: "list[Segment]" = []
+
+
+def live_segments() -> int:
+    """Number of :class:`Segment` objects allocated and not yet freed on this rank."""
+    return len(_live)
+
+
+class Segment:
+    """One unit's block of a team-wide globally addressable allocation. Collective.
+
+    Parameters
+    ----------
+    team : Team
+        The units sharing the allocation.
+    shape : tuple of int
+        This unit's storage shape (may differ between units, may be empty).
+    dtype : numpy dtype
+        Element type; must have a fixed size.
+    shm : bool, optional
+        Map same-node peers' storage directly (default: ``$HPCSUITE_PGAS_SHM``, else true).
+        With ``False`` every access to another unit goes through MPI RMA, as across nodes.
+
+    Attributes
+    ----------
+    array : ndarray
+        This unit's storage (writable, C-contiguous).
+    win : MPI.Win
+        The team-wide window (displacement unit = element size), locked for its lifetime.
+    node_rank_of : dict
+        Team rank -> rank on this node, for the units whose storage this unit can map directly.
+    """
+
+    def __init__(self, team, shape, dtype, shm: bool | None = None):
+        if shm is None:
+            shm = os.environ.get("HPCSUITE_PGAS_SHM", "1") not in ("0", "false", "no")
+        self.shm = bool(shm)
+        self.team = team
+        self.dtype = np.dtype(dtype)
+        self.shape = tuple(int(n) for n in shape)
+        self.itemsize = self.dtype.itemsize
+        nbytes = math.prod(self.shape) * self.itemsize
+        comm = team.comm
+        self.node_comm = comm.Split_type(MPI.COMM_TYPE_SHARED, key=team.rank)
+        info = MPI.Info.Create()
+        info.Set("alloc_shared_noncontig", "true")   # each unit's block on its own pages
+        try:
+            self.shm_win = MPI.Win.Allocate_shared(max(nbytes, 0), self.itemsize, info=info,
+                                                   comm=self.node_comm)
+        finally:
+            info.Free()
+        mem = self.shm_win.tomemory()
+        self.array = np.frombuffer(mem, dtype=self.dtype, count=math.prod(self.shape)).reshape(self.shape) \
+            if nbytes else np.empty(self.shape, dtype=self.dtype)
+        self.win = MPI.Win.Create(mem if nbytes else None, self.itemsize, comm=comm)
+        self.win.Lock_all(MPI.MODE_NOCHECK)
+        self.shm_win.Lock_all(MPI.MODE_NOCHECK)
+        # which team ranks live on this node, and their node ranks (one allgather on the node)
+        team_ranks = self.node_comm.allgather(team.rank)
+        self.node_rank_of = {r: i for i, r in enumerate(team_ranks)}
+        self._peer_views: dict[int, np.ndarray] = {team.rank: self.array}
+        self._peer_shapes: dict[int, tuple] = {}
+        self.freed = False
+        _live.append(self)
+
+    def peer_view(self, unit: int, shape) -> np.ndarray | None:
+        """A NumPy view of ``unit``'s storage when it is on this node, else ``None``. Local."""
+        v = self._peer_views.get(unit)
+        if v is not None:
+            return v
+        nr = self.node_rank_of.get(unit) if self.shm else None
+        if nr is None:
+            return None
+        count = math.prod(shape)
+        if count == 0:
+            v = np.empty(shape, dtype=self.dtype)
+        else:
+            mem, _ = self.shm_win.Shared_query(nr)
+            v = np.frombuffer(mem, dtype=self.dtype, count=count).reshape(shape)
+        self._peer_views[unit] = v
+        return v
+
+    def flush(self, unit: int | None = None) -> None:
+        """Complete outstanding RMA to ``unit`` (all units when ``None``) and order shared-memory
+        accesses. Local (one-sided)."""
+        if unit is None:
+            self.win.Flush_all()
+        else:
+            self.win.Flush(unit)
+        self.shm_win.Sync()
+        self.win.Sync()
+
+    def free(self) -> None:
+        """Release both windows and the node communicator. Collective; idempotent."""
+        if self.freed:
+            return
+        self.freed = True
+        _live.remove(self)
+        self._peer_views.clear()
+        self.array = None
+        self.win.Unlock_all()
+        self.shm_win.Unlock_all()
+        self.win.Free()
+        self.shm_win.Free()
+        self.node_comm.Free()
+
+
+@atexit.register
+def _free_at_exit() -> None:
+    # MPI_Finalize (run by mpi4py at exit, after this handler) crashes in UCX if windows are still
+    # allocated. At a normal exit every rank holds the same live segments (allocation and free()
+    # are collective), so freeing them here, oldest first, is a matching sequence of collectives.
+    if MPI.Is_finalized():
+        return
+    for s in list(_live):
+        s.free()
