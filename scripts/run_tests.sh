@@ -46,9 +46,11 @@ for n in $ranks; do
     why="exit $rc"; [ $rc -eq 124 ] && why="timed out"
     failed=$(sort -u "$logs/np$n.failed" | tr '\n' ' ')
     # a rank killed by a timeout or a crash leaves a note of the test it was in
-    for f in "$logs/np$n.failed".running-rank*; do
-      [ -e "$f" ] && failed+="$(cat "$f")[rank ${f##*-rank}, unfinished] "
-    done
+    if [ -z "$failed" ]; then
+      for f in "$logs/np$n.failed".running-rank*; do
+        [ -e "$f" ] && failed+="$(cat "$f")[rank ${f##*-rank}, unfinished] "
+      done
+    fi
     summary+=("MPI, $n rank(s): FAILED ($why) ${failed:+in: $failed}")
     for f in "$logs/np$n"/rank*.log; do
       [ -s "$f" ] || continue

@@ -137,7 +137,7 @@ class DistArray:
                 raise ValueError("halos need BLOCKED or NONE along every dimension with a halo width > 0, "
                                  f"got dist {self.pattern.dist} with halo {self.halo_width}")
             for d, (m, w) in enumerate(zip(self.pattern.maps, self.halo_width)):
-                if w and m.p > 1 and min(m.size(0), m.size(m.p - 1)) < w:
+                if w and min(m.size(0), m.size(m.p - 1)) < w:
                     raise ValueError(f"halo width {w} along dimension {d} exceeds the smallest local "
                                      f"extent {min(m.size(0), m.size(m.p - 1))}; use fewer units or a "
                                      f"narrower halo")
@@ -279,8 +279,9 @@ class DistArray:
             return tuple(slice(s.start + x, s.stop + x, s.step) for s, x in zip(li, w))
         return tuple(a + x for a, x in zip(li, w))
 
-    def _issue_get(self, result: np.ndarray, pieces, requests: list | None):
-        """Fetch every piece into ``result`` (full-dimensional). Returns deferred scatters."""
+    def _issue_get(self, result: np.ndarray, pieces):
+        """Start fetching every piece into ``result`` (full-dimensional); complete with a flush of
+        the returned targets, then apply the returned deferred scatters."""
         deferred, targets = [], set()
         for pc in pieces:
             ushape = self._padded_storage_shape(pc.unit)
@@ -295,10 +296,9 @@ class DistArray:
             whole = len(pieces) == 1 and result.flags.c_contiguous
             buf = result if whole else np.empty(pc.shape, dtype=self.dtype)
             target = (disp, count, dtype)
-            if requests is None:
-                self._seg.win.Get(buf, pc.unit, target)
-            else:
-                requests.append(self._seg.win.Rget(buf, pc.unit, target))
+            # Get/Put are non-blocking until a flush; requests (Rget/Rput) are not used because
+            # MPICH 4.0 with UCX corrupts request-based transfers with derived target types.
+            self._seg.win.Get(buf, pc.unit, target)
             if dtype is not self._mpitype:
                 dtype.Free()
             targets.add(pc.unit)
@@ -316,7 +316,7 @@ class DistArray:
         sels, out_shape = normalize(idx, self.shape)
         result = np.empty(tuple(s.count for s in sels), dtype=self.dtype)
         pieces = plan(self.pattern, sels)
-        deferred, targets = self._issue_get(result, pieces, None)
+        deferred, targets = self._issue_get(result, pieces)
         for t in targets:
             self._seg.win.Flush(t)
         for ridx, buf in deferred:
@@ -328,12 +328,11 @@ class DistArray:
         self._alive()
         sels, out_shape = normalize(idx, self.shape)
         result = np.empty(tuple(s.count for s in sels), dtype=self.dtype)
-        reqs: list = []
-        deferred, _ = self._issue_get(result, plan(self.pattern, sels), reqs)
-        return GetHandle(result, out_shape, reqs, deferred)
+        deferred, targets = self._issue_get(result, plan(self.pattern, sels))
+        return GetHandle(self._seg, result, out_shape, targets, deferred)
 
     # ------------------------------------------------------------------ global view: put
-    def _issue_put(self, idx, value, requests: list | None):
+    def _issue_put(self, idx, value):
         sels, out_shape = normalize(idx, self.shape)
         full = tuple(s.count for s in sels)
         try:
@@ -358,10 +357,7 @@ class DistArray:
             src = np.ascontiguousarray(src)
             dtype, disp, count = target_datatype(pc, self.pattern, ushape, self._mpitype,
                                                  self.halo_width if any(self.halo_width) else None)
-            if requests is None:
-                self._seg.win.Put(src, pc.unit, (disp, count, dtype))
-            else:
-                requests.append(self._seg.win.Rput(src, pc.unit, (disp, count, dtype)))
+            self._seg.win.Put(src, pc.unit, (disp, count, dtype))
             if dtype is not self._mpitype:
                 dtype.Free()
             keep.append(src)
@@ -372,7 +368,7 @@ class DistArray:
         """Write ``value`` (broadcast to the selection) into ``idx`` from any rank. One-sided;
         returns when the data is in the owners' memory."""
         self._alive()
-        _, targets = self._issue_put(idx, value, None)
+        _, targets = self._issue_put(idx, value)
         for t in targets:
             self._seg.win.Flush(t)
         self._seg.shm_win.Sync()
@@ -380,9 +376,8 @@ class DistArray:
     def put_async(self, idx, value) -> "PutHandle":
         """Start writing ``value`` into ``idx``; ``handle.wait()`` completes it at the owners. One-sided."""
         self._alive()
-        reqs: list = []
-        keep, targets = self._issue_put(idx, value, reqs)
-        return PutHandle(self._seg, reqs, keep, targets)
+        keep, targets = self._issue_put(idx, value)
+        return PutHandle(self._seg, keep, targets)
 
     def flush(self) -> None:
         """Complete every outstanding one-sided operation this rank issued on the array. Local."""
@@ -460,17 +455,16 @@ def _take(arr: np.ndarray, pattern: Pattern, unit: int) -> np.ndarray:
 class GetHandle:
     """An outstanding :meth:`DistArray.get_async`; :meth:`wait` returns the data."""
 
-    def __init__(self, result, out_shape, reqs, deferred):
-        self._result, self._shape, self._reqs, self._deferred = result, out_shape, reqs, deferred
+    def __init__(self, seg, result, out_shape, targets, deferred):
+        self._seg, self._result, self._shape = seg, result, out_shape
+        self._targets, self._deferred = targets, deferred
         self._done = False
 
-    def test(self) -> bool:
-        """Whether the data has arrived (non-blocking)."""
-        return self._done or MPI.Request.Testall(self._reqs)
-
     def wait(self):
+        """Complete the transfer (flush its targets) and return the data. Local."""
         if not self._done:
-            MPI.Request.Waitall(self._reqs)
+            for t in self._targets:
+                self._seg.win.Flush(t)
             for ridx, buf in self._deferred:
                 self._result[ridx] = buf
             self._done = True
@@ -481,17 +475,17 @@ class GetHandle:
 class PutHandle:
     """An outstanding :meth:`DistArray.put_async`; :meth:`wait` completes it at the targets."""
 
-    def __init__(self, seg, reqs, keep, targets):
-        self._seg, self._reqs, self._keep, self._targets = seg, reqs, keep, targets
+    def __init__(self, seg, keep, targets):
+        self._seg, self._keep, self._targets = seg, keep, targets
         self._done = False
 
     def wait(self) -> None:
+        """Complete the transfer at the owners (flush its targets). Local."""
         if not self._done:
-            MPI.Request.Waitall(self._reqs)
             for t in self._targets:
                 self._seg.win.Flush(t)
             self._seg.shm_win.Sync()
-            self._keep = None
+            self._keep = None          # the source buffers may go now
             self._done = True
 
 
