@@ -5,7 +5,8 @@
 started from a sum of plane sine waves ``a * sin(2 pi (kx x / lx + ky y / ly + kz z / lz))``, each of
 which decays exactly as ``exp(-alpha |kappa|^2 t)``. Second-order central differences (7-point
 stencil) on a cell-centred grid, forward Euler in time with ``dt`` below the stability limit, a
-Cartesian decomposition over all ranks with a one-cell halo exchanged every step. At the end it
+Cartesian decomposition over all ranks: the field is a ``pgas.DistArray`` (BLOCKED in x, y
+and z) whose one-cell periodic halo is exchanged every step. At the end it
 prints the error against the exact solution and writes the field with parallel HDF5.
 
 Run: ``mpiexec -n 4 hpcsuite run inputs/heat3d.toml`` (or ``python apps/heat3d.py DECK``).
@@ -20,7 +21,8 @@ import numpy as np
 
 from hpcsuite import deck as dk
 from hpcsuite.runtime.h5io import write_blocks_hdf5
-from hpcsuite.runtime import Timers, block_range, grid_shape
+from hpcsuite import pgas
+from hpcsuite.runtime import Timers, grid_shape
 
 NAME = "heat3d"
 SUMMARY = "3-D heat equation (explicit, periodic, halo exchange), checked against the exact decay"
@@ -97,22 +99,6 @@ def exact(deck, coords, t: float) -> np.ndarray:
     return u
 
 
-def exchange_halos(grid, u: np.ndarray, bufs: dict) -> None:
-    """Fill the one-cell halo of ``u`` from the periodic neighbours, one axis after the other.
-
-    Collective over ``grid`` (point-to-point with both neighbours along each axis).
-    """
-    for ax in range(3):
-        lo_src, hi_dst = grid.shift(ax, 1)      # receive from the lower, send to the upper rank
-        for send_at, recv_at, (src, dst) in ((-2, 0, (lo_src, hi_dst)), (1, -1, (hi_dst, lo_src))):
-            send = np.ascontiguousarray(np.take(u, send_at % u.shape[ax], axis=ax))
-            recv = bufs.setdefault((ax, recv_at), np.empty_like(send))
-            grid.Sendrecv(send, dst, recv, src)
-            idx = [slice(None)] * 3
-            idx[ax] = recv_at
-            u[tuple(idx)] = recv
-
-
 def step(u: np.ndarray, out: np.ndarray, tmp: np.ndarray, c: tuple[float, float, float]) -> None:
     """One explicit Euler step of the 7-point Laplacian: ``out = u + sum_d c_d (u_+ - 2 u + u_-)``
     on the interior, with ``c_d = alpha dt / h_d^2``. In-place ufuncs, no temporaries per term."""
@@ -143,38 +129,41 @@ def simulate(deck, team, progress=None) -> Result:
     """
     g = deck.grid
     n, lengths = (g.nx, g.ny, g.nz), (g.lx, g.ly, g.lz)
-    grid = team.grid(deck.decomposition.dims, periods=True)
-    lo_hi = [block_range(n[d], grid.dims[d], grid.coords[d]) for d in range(3)]
+    # the field lives in a PGAS array, blocked in all three dimensions, with a periodic
+    # one-cell halo (faces only: the 7-point stencil needs no edges or corners)
+    u = pgas.zeros(n, dist=(pgas.BLOCKED,) * 3, team=team, grid=deck.decomposition.dims,
+                   halo=1, boundary="periodic")
     h = [lengths[d] / n[d] for d in range(3)]
-    coords = [(np.arange(a, b) + 0.5) * h[d] for d, (a, b) in enumerate(lo_hi)]
+    coords = [(np.arange(s.start, s.stop) + 0.5) * h[d] for d, s in enumerate(u.local_slices)]
 
     steps, dt = steps_and_dt(deck)
     c = tuple(deck.physics.alpha * dt / hd ** 2 for hd in h)
-
-    local = tuple(b - a for a, b in lo_hi)
-    u = np.zeros(tuple(m + 2 for m in local))
-    u[1:-1, 1:-1, 1:-1] = exact(deck, coords, 0.0)
-    new, tmp, bufs = np.empty(local), np.empty(local), {}
+    u.local[...] = exact(deck, coords, 0.0)
+    padded = u.local_with_halo
+    new, tmp = np.empty(u.local.shape), np.empty(u.local.shape)
     timers = Timers()
     for it in range(steps):
         with timers("halo"):
-            exchange_halos(grid, u, bufs)
+            u.halo.update()
         with timers("stencil"):
-            step(u, new, tmp, c)
-            u[1:-1, 1:-1, 1:-1] = new
+            step(padded, new, tmp, c)
+            u.local[...] = new
         if progress is not None:
             progress.update(1, t=(it + 1) * dt)
 
-    field = u[1:-1, 1:-1, 1:-1].copy()
+    field = u.local.copy()
     ref = exact(deck, coords, deck.time.t_end)
     err = field - ref
     from mpi4py import MPI
     sums = np.array([np.sum(err * err), np.sum(ref * ref)])
     emax = np.array([np.max(np.abs(err)) if err.size else 0.0])
-    grid.Allreduce(MPI.IN_PLACE, sums, op=MPI.SUM)
-    grid.Allreduce(MPI.IN_PLACE, emax, op=MPI.MAX)
+    team.Allreduce(MPI.IN_PLACE, sums, op=MPI.SUM)
+    team.Allreduce(MPI.IN_PLACE, emax, op=MPI.MAX)
     rel_l2 = math.sqrt(sums[0] / sums[1]) if sums[1] > 0 else math.sqrt(sums[0])
-    return Result(field, tuple(a for a, _ in lo_hi), steps, dt, float(emax[0]), rel_l2, timers, grid)
+    starts = tuple(s.start for s in u.local_slices)
+    grid_dims = u.grid
+    u.free()
+    return Result(field, starts, steps, dt, float(emax[0]), rel_l2, timers, grid_dims)
 
 
 def steps_and_dt(deck) -> tuple[int, float]:
@@ -195,8 +184,8 @@ def run(deck, ctx) -> int:
     with log.progress(steps, unit="step") as bar:
         res = simulate(deck, team, bar)
     wall = time.perf_counter() - t0
-    summary = res.timers.summary(res.grid)
-    log.info(f"process grid {'x'.join(map(str, res.grid.dims))}; {wall:.3f} s for {steps} steps "
+    summary = res.timers.summary(team)
+    log.info(f"process grid {'x'.join(map(str, res.grid))}; {wall:.3f} s for {steps} steps "
              f"({steps * math.prod(n) / wall / 1e6:.1f} M cell updates/s; halo {summary['halo']['max']:.3f} s, "
              f"stencil {summary['stencil']['max']:.3f} s, slowest rank)")
     log.result(f"error at t = {deck.time.t_end:g}: max |u - exact| = {res.error_max:.6e}, "
@@ -205,7 +194,7 @@ def run(deck, ctx) -> int:
         attrs = {"t": deck.time.t_end, "steps": steps, "dt": dt, "alpha": deck.physics.alpha,
                  "lengths": np.array((g.lx, g.ly, g.lz)), "error_max": res.error_max,
                  "error_l2_rel": res.error_l2_rel, "ranks": team.size,
-                 "process_grid": np.array(res.grid.dims)}
+                 "process_grid": np.array(res.grid)}
         write_blocks_hdf5(deck.output.file, team, n, res.starts, {"u": res.field}, attrs)
         log.info(f"wrote {deck.output.file} (dataset 'u', shape {n})")
     return 0
