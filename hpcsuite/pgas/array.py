@@ -27,8 +27,10 @@ With ``mpiexec -n 2``::
 from __future__ import annotations
 
 import atexit
+import collections
 import functools
 import math
+from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
@@ -145,6 +147,7 @@ class DistArray:
         self._halo_spec = HaloSpec.build(self.halo_width, boundary, corners, self.pattern.ndim)
         self._halo = None
         self._storage_shapes = {}
+        self._plans: "collections.OrderedDict" = collections.OrderedDict()
         self._seg = Segment(team, self._padded_storage_shape(team.rank), self.dtype, shm=shm)
         self._set_views()
         self._dev_storage = None
@@ -252,6 +255,9 @@ class DistArray:
         if self._halo is not None:
             self._halo.free()
             self._halo = None
+        for acc in self._plans.values():
+            acc.free()
+        self._plans.clear()
         self._seg.free()
         self._local = None
         self._dev_storage = None
@@ -279,96 +285,119 @@ class DistArray:
             return tuple(slice(s.start + x, s.stop + x, s.step) for s, x in zip(li, w))
         return tuple(a + x for a, x in zip(li, w))
 
-    def _issue_get(self, result: np.ndarray, pieces):
-        """Start fetching every piece into ``result`` (full-dimensional); complete with a flush of
-        the returned targets, then apply the returned deferred scatters."""
-        deferred, targets = [], set()
+    def _access(self, idx) -> "_Access":
+        """The transfer plan for ``idx``: cached per index expression (up to 64 per array), so
+        repeated accesses to the same region skip planning and datatype construction."""
+        key = _index_key(idx)
+        acc = self._plans.get(key) if key is not None else None
+        if acc is not None:
+            self._plans.move_to_end(key)
+            return acc
+        sels, out_shape = normalize(idx, self.shape)
+        full = tuple(s.count for s in sels)
+        pieces = plan(self.pattern, sels)
+        halo = self.halo_width if any(self.halo_width) else None
+        acc = _Access(full, out_shape, [], [], [], [], key is None)
         for pc in pieces:
             ushape = self._padded_storage_shape(pc.unit)
             view = self._seg.peer_view(pc.unit, ushape)
             ridx = pc.result_index(None)
             if view is not None:
-                idx = self._direct_index(pc, ushape)
-                result[ridx] = view.reshape(-1)[idx] if self.pattern.tiled else view[idx]
+                didx = self._direct_index(pc, ushape)
+                acc.direct.append((view.reshape(-1) if self.pattern.tiled else view, ridx, didx))
                 continue
-            dtype, disp, count = target_datatype(pc, self.pattern, ushape, self._mpitype,
-                                                 self.halo_width if any(self.halo_width) else None)
-            whole = len(pieces) == 1 and result.flags.c_contiguous
-            buf = result if whole else np.empty(pc.shape, dtype=self.dtype)
-            target = (disp, count, dtype)
-            # Get/Put are non-blocking until a flush; requests (Rget/Rput) are not used because
-            # MPICH 4.0 with UCX corrupts request-based transfers with derived target types.
-            self._seg.win.Get(buf, pc.unit, target)
+            dtype, disp, count = target_datatype(pc, self.pattern, ushape, self._mpitype, halo)
             if dtype is not self._mpitype:
-                dtype.Free()
-            targets.add(pc.unit)
+                acc.types.append(dtype)
+            acc.remote.append((pc.unit, ridx, pc.shape, (disp, count, dtype)))
+            if pc.unit not in acc.targets:
+                acc.targets.append(pc.unit)
+        if key is not None:
+            self._plans[key] = acc
+            if len(self._plans) > 64:
+                _, old = self._plans.popitem(last=False)
+                old.free()
+        return acc
+
+    def _start_get(self, acc, result: np.ndarray) -> list:
+        """Copy the same-node pieces and start the RMA gets; returns deferred scatters."""
+        for view, ridx, didx in acc.direct:
+            result[ridx] = view[didx]
+        whole = len(acc.remote) == 1 and not acc.direct and result.flags.c_contiguous
+        deferred = []
+        for unit, ridx, shape, target in acc.remote:
+            buf = result if whole else np.empty(shape, dtype=self.dtype)
+            # Get/Put are non-blocking until a flush; request-based Rget/Rput are not used because
+            # MPICH 4.0 with UCX corrupts request-based transfers with derived target types.
+            self._seg.win.Get(buf, unit, target)
             if not whole:
                 deferred.append((ridx, buf))
-        return deferred, targets
+        return deferred
 
-    def __getitem__(self, idx):
+    def get(self, idx, out: np.ndarray | None = None):
         """Read the elements ``idx`` (ints, slices with steps, ``...``) from any rank. One-sided.
 
-        Returns a NumPy array (a NumPy scalar for a single element). Raises ``IndexError`` naming the
-        index and the global shape when out of range.
+        Returns a NumPy array (a NumPy scalar for a single element), or fills ``out`` (a
+        C-contiguous array of the selection's shape and the array's dtype) and returns it; reusing
+        ``out`` avoids allocating (and first-touching) a new buffer for every read. Raises
+        ``IndexError`` naming the index and the global shape when out of range.
         """
         self._alive()
-        sels, out_shape = normalize(idx, self.shape)
-        result = np.empty(tuple(s.count for s in sels), dtype=self.dtype)
-        pieces = plan(self.pattern, sels)
-        deferred, targets = self._issue_get(result, pieces)
-        for t in targets:
+        acc = self._access(idx)
+        if out is None:
+            result = np.empty(acc.full_shape, dtype=self.dtype)
+        else:
+            if out.shape != acc.out_shape or out.dtype != self.dtype or not out.flags.c_contiguous:
+                raise ValueError(f"out must be a C-contiguous {self.dtype} array of shape {acc.out_shape}, "
+                                 f"got {out.dtype} {out.shape}")
+            result = out.reshape(acc.full_shape)
+        deferred = self._start_get(acc, result)
+        for t in acc.targets:
             self._seg.win.Flush(t)
         for ridx, buf in deferred:
             result[ridx] = buf
-        return result.reshape(out_shape)[()] if out_shape == () else result.reshape(out_shape)
+        if acc.ephemeral:
+            acc.free()
+        if out is not None:
+            return out
+        return result.reshape(acc.out_shape)[()] if acc.out_shape == () else result.reshape(acc.out_shape)
+
+    __getitem__ = get
 
     def get_async(self, idx) -> "GetHandle":
         """Start reading ``idx``; ``handle.wait()`` returns the array. One-sided."""
         self._alive()
-        sels, out_shape = normalize(idx, self.shape)
-        result = np.empty(tuple(s.count for s in sels), dtype=self.dtype)
-        deferred, targets = self._issue_get(result, plan(self.pattern, sels))
-        return GetHandle(self._seg, result, out_shape, targets, deferred)
+        acc = self._access(idx)
+        result = np.empty(acc.full_shape, dtype=self.dtype)
+        deferred = self._start_get(acc, result)
+        if acc.ephemeral:
+            acc.free()
+        return GetHandle(self._seg, result, acc.out_shape, acc.targets, deferred)
 
     # ------------------------------------------------------------------ global view: put
-    def _issue_put(self, idx, value):
-        sels, out_shape = normalize(idx, self.shape)
-        full = tuple(s.count for s in sels)
+    def _start_put(self, idx, value):
+        acc = self._access(idx)
         try:
-            v = np.broadcast_to(np.asarray(value, dtype=self.dtype), out_shape).reshape(full)
+            v = np.broadcast_to(np.asarray(value, dtype=self.dtype), acc.out_shape).reshape(acc.full_shape)
         except ValueError:
             raise ValueError(f"cannot assign a value of shape {np.shape(value)} to a selection of "
-                             f"shape {out_shape}") from None
-        pieces = plan(self.pattern, sels)
-        keep, targets = [], set()
-        for pc in pieces:
-            ushape = self._padded_storage_shape(pc.unit)
-            view = self._seg.peer_view(pc.unit, ushape)
-            src = v[pc.result_index(None)]
-            if view is not None:
-                idx_ = self._direct_index(pc, ushape)
-                if self.pattern.tiled:
-                    flat = view.reshape(-1)
-                    flat[idx_] = src
-                else:
-                    view[idx_] = src
-                continue
-            src = np.ascontiguousarray(src)
-            dtype, disp, count = target_datatype(pc, self.pattern, ushape, self._mpitype,
-                                                 self.halo_width if any(self.halo_width) else None)
-            self._seg.win.Put(src, pc.unit, (disp, count, dtype))
-            if dtype is not self._mpitype:
-                dtype.Free()
+                             f"shape {acc.out_shape}") from None
+        for view, ridx, didx in acc.direct:
+            view[didx] = v[ridx]
+        keep = []
+        for unit, ridx, shape, target in acc.remote:
+            src = np.ascontiguousarray(v[ridx])
+            self._seg.win.Put(src, unit, target)
             keep.append(src)
-            targets.add(pc.unit)
-        return keep, targets
+        if acc.ephemeral:
+            acc.free()
+        return keep, acc.targets
 
     def __setitem__(self, idx, value) -> None:
         """Write ``value`` (broadcast to the selection) into ``idx`` from any rank. One-sided;
         returns when the data is in the owners' memory."""
         self._alive()
-        _, targets = self._issue_put(idx, value)
+        _, targets = self._start_put(idx, value)
         for t in targets:
             self._seg.win.Flush(t)
         self._seg.shm_win.Sync()
@@ -376,7 +405,7 @@ class DistArray:
     def put_async(self, idx, value) -> "PutHandle":
         """Start writing ``value`` into ``idx``; ``handle.wait()`` completes it at the owners. One-sided."""
         self._alive()
-        keep, targets = self._issue_put(idx, value)
+        keep, targets = self._start_put(idx, value)
         return PutHandle(self._seg, keep, targets)
 
     def flush(self) -> None:
@@ -450,6 +479,41 @@ def _take(arr: np.ndarray, pattern: Pattern, unit: int) -> np.ndarray:
         c = pattern.unit_coords(unit)
         return arr[tuple(slice(m.start(ci), m.start(ci) + m.size(ci)) for m, ci in zip(pattern.maps, c))]
     return arr[np.ix_(*pattern.owned_indices(unit))]
+
+
+@dataclass
+class _Access:
+    """A planned one-sided access: same-node copies, RMA transfers and their completion set."""
+
+    full_shape: tuple
+    out_shape: tuple
+    direct: list            # (storage view, result index, storage index)
+    remote: list            # (unit, result index, piece shape, (disp, count, datatype))
+    targets: list           # units to flush
+    types: list             # derived datatypes owned by this plan
+    ephemeral: bool         # not cached: free the datatypes after use
+
+    def free(self) -> None:
+        for t in self.types:
+            t.Free()
+        self.types = []
+
+
+def _index_key(idx):
+    """A hashable key for an index expression of ints, slices and ``...`` (else ``None``)."""
+    if not isinstance(idx, tuple):
+        idx = (idx,)
+    key = []
+    for i in idx:
+        if i is Ellipsis:
+            key.append(Ellipsis)
+        elif isinstance(i, slice):
+            key.append((i.start, i.stop, i.step))
+        elif isinstance(i, (int, np.integer)) and not isinstance(i, bool):
+            key.append(int(i))
+        else:
+            return None
+    return tuple(key)
 
 
 class GetHandle:
