@@ -29,6 +29,20 @@ def live_segments() -> int:
     return len(_live)
 
 
+def _node_comm(team) -> MPI.Comm:
+    """The team's shared-memory node communicator, split once per team and reused by every
+    segment (the split is the most expensive part of allocating an array). Collective once."""
+    nc = getattr(team, "_pgas_node_comm", None)
+    if nc is None:
+        nc = team.comm.Split_type(MPI.COMM_TYPE_SHARED, key=team.rank)
+        team._pgas_node_comm = nc
+        _node_comms.append(nc)
+    return nc
+
+
+_node_comms: list = []
+
+
 class Segment:
     """One unit's block of a team-wide globally addressable allocation. Collective.
 
@@ -64,7 +78,7 @@ class Segment:
         self.itemsize = self.dtype.itemsize
         nbytes = math.prod(self.shape) * self.itemsize
         comm = team.comm
-        self.node_comm = comm.Split_type(MPI.COMM_TYPE_SHARED, key=team.rank)
+        self.node_comm = _node_comm(team)
         info = MPI.Info.Create()
         info.Set("alloc_shared_noncontig", "true")   # each unit's block on its own pages
         try:
@@ -125,7 +139,6 @@ class Segment:
         self.shm_win.Unlock_all()
         self.win.Free()
         self.shm_win.Free()
-        self.node_comm.Free()
 
 
 @atexit.register
@@ -137,3 +150,6 @@ def _free_at_exit() -> None:
         return
     for s in list(_live):
         s.free()
+    for c in _node_comms:
+        c.Free()
+    _node_comms.clear()

@@ -12,6 +12,9 @@ never the whole array on one rank.
 """
 from __future__ import annotations
 
+import atexit
+import collections
+
 import numpy as np
 from mpi4py import MPI
 
@@ -66,6 +69,49 @@ def _side_types(array, my_pattern, other_pattern, rank, base):
     return specs, to_free
 
 
+_PLANS: "collections.OrderedDict" = collections.OrderedDict()
+_MAX_PLANS = 32
+
+
+def _geometry(a) -> tuple:
+    """What a redistribution plan depends on (never the data or its address)."""
+    return (a.shape, a.dist, a.grid, a.halo_width, a.dtype.str, a.team.size)
+
+
+def _plan(src, dst):
+    """Alltoallw counts, byte displacements and datatypes for both sides; cached (LRU) by the
+    arrays' geometry, since repeated redistributions between the same layouts are common (e.g.
+    the transposes of a pencil FFT every time step). Local."""
+    key = (_geometry(src), _geometry(dst), src.team.rank)
+    hit = _PLANS.get(key)
+    if hit is not None:
+        _PLANS.move_to_end(key)
+        return hit[0], hit[1]
+    base, rank, n = dst._mpitype, src.team.rank, src.team.size
+    sspec, sfree = _side_types(src, src.pattern, dst.pattern, rank, base)
+    rspec, rfree = _side_types(dst, dst.pattern, src.pattern, rank, base)
+    empty = (0, 0, base)
+    s = [sspec.get(u, empty) for u in range(n)]
+    r = [rspec.get(u, empty) for u in range(n)]
+    sendspec = ([x[0] for x in s], [x[1] for x in s], [x[2] for x in s])
+    recvspec = ([x[0] for x in r], [x[1] for x in r], [x[2] for x in r])
+    _PLANS[key] = (sendspec, recvspec, sfree + rfree)
+    if len(_PLANS) > _MAX_PLANS:
+        _, (_, _, old) = _PLANS.popitem(last=False)
+        for t in old:
+            t.Free()
+    return sendspec, recvspec
+
+
+@atexit.register
+def _free_plans() -> None:
+    if not MPI.Is_finalized():
+        for _, _, types in _PLANS.values():
+            for t in types:
+                t.Free()
+    _PLANS.clear()
+
+
 def copy_plan_counts(src, dst) -> tuple[int, int]:
     """``(peers_sent_to, peers_received_from)`` of this rank for ``copy(src, dst)``. Local."""
     r = src.team.rank
@@ -101,20 +147,10 @@ def copy(src, dst) -> None:
     if same_layout:
         dst._local[...] = src._local if src.dtype == dst.dtype else src._local.astype(dst.dtype)
     else:
-        base = dst._mpitype
         send_arr = src._seg.array
         if src.dtype != dst.dtype:
             send_arr = src._seg.array.astype(dst.dtype)
-        sspec, sfree = _side_types(src, src.pattern, dst.pattern, rank, base)
-        rspec, rfree = _side_types(dst, dst.pattern, src.pattern, rank, base)
-        n = src.team.size
-        empty = (0, 0, base)
-        s = [sspec.get(u, empty) for u in range(n)]
-        r = [rspec.get(u, empty) for u in range(n)]
-        recv_arr = dst._seg.array
-        src.team.Alltoallw([send_arr, [x[0] for x in s], [x[1] for x in s], [x[2] for x in s]],
-                           [recv_arr, [x[0] for x in r], [x[1] for x in r], [x[2] for x in r]])
-        for t in sfree + rfree:
-            t.Free()
+        sendspec, recvspec = _plan(src, dst)
+        src.team.Alltoallw([send_arr, *sendspec], [dst._seg.array, *recvspec])
     if dst._dev_storage is not None:
         dst._dev_storage[...] = dst.device.xp.asarray(dst._seg.array)

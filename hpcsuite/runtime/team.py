@@ -25,6 +25,8 @@ from .comm_hooks import observed
 
 __all__ = ["Team", "ProcessGrid", "block_range", "block_owner"]
 
+_WORLD = None
+
 
 def block_range(n: int, parts: int, index: int) -> tuple[int, int]:
     """Start and stop of block ``index`` when ``n`` items are split into ``parts`` near-equal blocks.
@@ -71,8 +73,11 @@ class Team:
 
     @classmethod
     def world(cls) -> "Team":
-        """The team of all processes of the job (``MPI.COMM_WORLD``). Local."""
-        return cls(MPI.COMM_WORLD)
+        """The team of all processes of the job (``MPI.COMM_WORLD``); one shared object. Local."""
+        global _WORLD
+        if _WORLD is None:
+            _WORLD = Team(MPI.COMM_WORLD)
+        return _WORLD
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(rank={self.rank}, size={self.size})"
