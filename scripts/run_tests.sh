@@ -16,7 +16,7 @@ py="$root/.venv/bin/python"
 mpiexec="$root/.venv/bin/mpiexec"
 paths=("${@:-tests}")
 ranks=${RANKS:-1 2 3 4}
-logs="$root/test-logs"
+logs="${HPCSUITE_TEST_LOGS:-$root/test-logs}"   # per-rank logs (set it to run two suites at once)
 rm -rf "$logs"; mkdir -p "$logs"
 export HPCSUITE_TEST_FAILLOG="$logs/failures.txt"
 export PYTHONUNBUFFERED=1

@@ -5,15 +5,24 @@ Layers inside the package: ``dist`` (per-dimension specs) <- ``pattern`` <- ``me
 ``access`` (planning one-sided transfers) <- ``array`` (DistArray) <- ``halo``, ``algorithms``,
 ``redistribute``, ``sort``, ``sync``, ``summa``, ``hdf5``.
 """
+from .algorithms import (all, any, dot, fill, find, for_each, for_each_with_index, generate,
+                         max_element, min_element, norm, reduce, transform)
 from .array import DistArray, arange, empty, from_numpy, full, ones, zeros
 from .dist import BLOCKCYCLIC, BLOCKED, CYCLIC, NONE, TILE, DistSpec
 from .halo import Halo, HaloSpec
+from .hdf5 import load_hdf5, save_hdf5
 from .memory import live_segments
 from .pattern import Pattern
 from .redistribute import copy
+from .sort import cumsum, scan, sort
+from .summa import matmul
+from .sync import Atomic, Mutex, live_mutexes
 
 __all__ = [
     "BLOCKED", "CYCLIC", "BLOCKCYCLIC", "TILE", "NONE", "DistSpec", "Pattern",
     "DistArray", "zeros", "ones", "full", "empty", "arange", "from_numpy",
-    "Halo", "HaloSpec", "live_segments", "copy",
+    "Halo", "HaloSpec", "live_segments", "copy", "save_hdf5", "load_hdf5",
+    "Atomic", "Mutex", "live_mutexes", "matmul",
+    "fill", "generate", "for_each", "for_each_with_index", "transform", "reduce", "min_element",
+    "max_element", "find", "all", "any", "dot", "norm", "sort", "scan", "cumsum",
 ]

@@ -205,7 +205,11 @@ def _dim_runs(part: DimPart, tile: int | None):
             s, c, st = part.local
             return [(0, s, c, st)], st
         loc = part.local
-        return [(0, int(x), 1, 1) for x in loc], 1
+        # merge consecutive local indices into runs (block-cyclic intersections are long runs)
+        cuts = np.flatnonzero(np.diff(loc) != 1) + 1
+        starts = np.concatenate(([0], cuts))
+        lengths = np.diff(np.concatenate((starts, [len(loc)])))
+        return [(0, int(loc[a]), int(n), 1) for a, n in zip(starts, lengths)], 1
     loc = part.local_array()
     t, o = loc // tile, loc % tile
     runs, step = [], 1

@@ -18,23 +18,29 @@ __all__ = ["atomic_parallel_file", "write_blocks_hdf5"]
 
 
 @contextlib.contextmanager
-def atomic_parallel_file(path: str | os.PathLike, team, mode: str = "w"):
+def atomic_parallel_file(path: str | os.PathLike, team):
     """Open ``path`` for writing with the ``mpio`` driver under a temporary name. Collective.
 
     Yields the open ``h5py.File``; on a clean exit it is closed on every rank and renamed to
     ``path`` by rank 0 (``os.replace``: atomic on one filesystem) before any rank returns. On an
-    exception the temporary file is left for the abort path (see ``runtime.errors``) and ``path`` is
-    untouched.
+    exception the file is not closed here (closing is collective, and the other ranks may not have
+    failed): the abort path (see ``runtime.errors``) ends the job, ``path`` is untouched and only the
+    hidden temporary remains.
     """
     import h5py
 
     final = Path(path)
-    tmp = None
+    tmp = err = None
     if team.rank == 0:
-        final.parent.mkdir(parents=True, exist_ok=True)
-        tmp = str(final.with_name(f".{final.name}.tmp-{os.getpid()}-{secrets.token_hex(4)}"))
-    tmp = team.bcast(tmp)
-    f = h5py.File(tmp, mode, driver="mpio", comm=team.comm)
+        try:
+            final.parent.mkdir(parents=True, exist_ok=True)
+            tmp = str(final.with_name(f".{final.name}.tmp-{os.getpid()}-{secrets.token_hex(4)}"))
+        except OSError as exc:
+            err = f"{path}: cannot create the output folder: {exc}"
+    tmp, err = team.bcast((tmp, err))
+    if err:                               # the same error on every rank, nothing hangs
+        raise OSError(err)
+    f = h5py.File(tmp, "w", driver="mpio", comm=team.comm)
     yield f
     f.close()
     team.barrier()                       # every rank has closed (and flushed) its part
