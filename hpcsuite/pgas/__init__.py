@@ -16,13 +16,13 @@ from .pattern import Pattern
 from .redistribute import copy
 from .sort import cumsum, scan, sort
 from .summa import matmul
-from .sync import Atomic, Mutex, live_mutexes
+from .sync import Atomic, Mutex, accumulate, live_mutexes
 
 __all__ = [
     "BLOCKED", "CYCLIC", "BLOCKCYCLIC", "TILE", "NONE", "DistSpec", "Pattern",
     "DistArray", "zeros", "ones", "full", "empty", "arange", "from_numpy",
     "Halo", "HaloSpec", "live_segments", "copy", "save_hdf5", "load_hdf5",
-    "Atomic", "Mutex", "live_mutexes", "matmul",
+    "Atomic", "Mutex", "accumulate", "live_mutexes", "matmul",
     "fill", "generate", "for_each", "for_each_with_index", "transform", "reduce", "min_element",
     "max_element", "find", "all", "any", "dot", "norm", "sort", "scan", "cumsum",
 ]

@@ -147,6 +147,7 @@ class DistArray:
         self._halo_spec = HaloSpec.build(self.halo_width, boundary, corners, self.pattern.ndim)
         self._halo = None
         self._storage_shapes = {}
+        self._storage_strides: dict[int, tuple] = {}
         self._plans: "collections.OrderedDict" = collections.OrderedDict()
         self._seg = Segment(team, self._padded_storage_shape(team.rank), self.dtype, shm=shm)
         self._set_views()
@@ -162,6 +163,23 @@ class DistArray:
             s = tuple(n + 2 * w for n, w in zip(base, self.halo_width)) if any(self.halo_width) else base
             self._storage_shapes[unit] = s
         return s
+
+    def _element_address(self, gidx: tuple[int, ...]) -> tuple[int, int]:
+        """``(unit, displacement)`` of one element (a full, non-negative, in-range index) in its
+        owner's padded storage, in elements. O(ndim) arithmetic, cached strides; for atomics."""
+        p = self.pattern
+        unit, lidx = 0, []
+        for m, g, us in zip(p.maps, gidx, p._ustride):
+            unit += int(m.owner(g)) * us
+            lidx.append(int(m.local(g)))
+        pos = p.storage_index(lidx) if p.tiled else lidx
+        strides = self._storage_strides.get(unit)
+        if strides is None:
+            shape = self._padded_storage_shape(unit)
+            strides = tuple(math.prod(shape[k + 1:]) for k in range(len(shape)))
+            self._storage_strides[unit] = strides
+        w = self.halo_width
+        return unit, sum((i + (w[k] if k < len(w) else 0)) * st for k, (i, st) in enumerate(zip(pos, strides)))
 
     def _set_views(self) -> None:
         st = self._seg.array

@@ -28,6 +28,7 @@ at the cost of a core).
 from __future__ import annotations
 
 import atexit
+import functools
 import operator
 import os
 import time
@@ -38,15 +39,16 @@ from mpi4py import MPI
 from ..runtime import Team
 from .array import DistArray, mpi_type
 
-__all__ = ["Atomic", "Mutex", "live_mutexes"]
+__all__ = ["Atomic", "Mutex", "live_mutexes", "accumulate"]
 
 # integer types of the same size, for compare-and-swap on floats by bit pattern (MPI allows CAS on
 # integer types only)
 _SAME_SIZE_INT = {4: np.dtype(np.int32), 8: np.dtype(np.int64)}
 
 
+@functools.lru_cache(maxsize=None)
 def _atomic_dtype(dtype: np.dtype) -> MPI.Datatype:
-    """The predefined MPI type for an atomic element type, or ``ValueError``."""
+    """The predefined MPI type for an atomic element type, or ``ValueError`` (cached per dtype)."""
     if dtype.kind not in "iuf" or not dtype.isnative:
         raise ValueError(f"atomics need an integer or floating-point dtype in native byte order, "
                          f"got {dtype}")
@@ -61,6 +63,8 @@ def _atomic_dtype(dtype: np.dtype) -> MPI.Datatype:
 
 def _full_index(index, shape: tuple[int, ...]) -> tuple[int, ...]:
     """Non-negative global index tuple for ``index`` (negative entries count from the end)."""
+    if type(index) is int and len(shape) == 1 and -shape[0] <= index < shape[0]:
+        return (index + shape[0] if index < 0 else index,)       # the common 1-D case, fast
     idx = (index,) if not isinstance(index, tuple) else index
     try:
         if any(isinstance(i, (bool, np.bool_)) for i in idx):
@@ -123,12 +127,10 @@ class Atomic:
         self.array = array
         self.dtype = array.dtype
         self.index = _full_index(index, array.shape)
-        p = array.pattern
-        self.unit, lidx = p.local_index(self.index)
-        pos = p.storage_index(lidx)
-        if any(array.halo_width):                  # the owner's storage is padded by the halo
-            pos = tuple(i + w for i, w in zip(pos, array.halo_width))
-        self.disp = int(np.ravel_multi_index(pos, array._padded_storage_shape(self.unit)))
+        # the halo (and tiles) are accounted for by the array's address arithmetic
+        self.unit, self.disp = array._element_address(self.index)
+        self._val = np.empty(1, dtype=self.dtype)       # reused operand and result buffers
+        self._res = np.empty(1, dtype=self.dtype)
 
     def __repr__(self) -> str:
         return f"Atomic(index={self.index}, unit={self.unit}, dtype={self.dtype})"
@@ -140,6 +142,9 @@ class Atomic:
 
     def _value(self, v, what: str) -> np.ndarray:
         """``v`` as a one-element buffer of the element type (no silent float -> int truncation)."""
+        if type(v) is int and self.dtype.kind in "iu" or type(v) in (int, float) and self.dtype.kind == "f":
+            self._val[0] = v                      # the common case, without building arrays
+            return self._val
         x = np.asarray(v)
         if x.shape != () or x.dtype.kind not in "biuf" or (self.dtype.kind in "iu" and x.dtype.kind == "f"):
             raise ValueError(f"{what}: need a real {'integer' if self.dtype.kind in 'iu' else 'number'} "
@@ -148,10 +153,9 @@ class Atomic:
 
     def _fetch_op(self, value: np.ndarray, op: MPI.Op):
         win = self._win()
-        result = np.empty(1, dtype=self.dtype)
-        win.Fetch_and_op([value, self._type], [result, self._type], self.unit, self.disp, op)
+        win.Fetch_and_op([value, self._type], [self._res, self._type], self.unit, self.disp, op)
         win.Flush(self.unit)
-        return result[0]
+        return self._res[0]
 
     # ------------------------------------------------------------------ operations (one-sided)
     def fetch_add(self, value):
@@ -180,8 +184,8 @@ class Atomic:
 
         Floating-point elements are compared by bit pattern (see the class notes).
         """
-        cmp_ = self._value(expected, "compare_and_swap")
-        new_ = self._value(new, "compare_and_swap")
+        cmp_ = self._value(expected, "compare_and_swap").copy()   # _value may reuse one buffer
+        new_ = self._value(new, "compare_and_swap").copy()
         if self.dtype.kind == "f":
             itype = _SAME_SIZE_INT.get(self.dtype.itemsize)
             if itype is None:
@@ -194,6 +198,76 @@ class Atomic:
         win.Compare_and_swap([new_, t], [cmp_, t], [result, t], self.unit, self.disp)
         win.Flush(self.unit)
         return result.view(self.dtype)[0]
+
+
+def accumulate(array: DistArray, indices, values, op: str = "sum") -> None:
+    """Atomically combine ``values`` into the elements at ``indices`` (GUPS-style updates in bulk).
+
+    One-sided and non-collective: the updates are grouped by owner and each owner receives one
+    ``MPI_Accumulate`` with an indexed datatype, instead of one atomic per element; the call
+    returns when all are complete at the owners. Each element update is atomic with respect to
+    other ``accumulate`` calls and :class:`Atomic` operations (MPI accumulate semantics), so
+    concurrent updates of the same element from several ranks are never lost. Repeated indices
+    in one call are combined first (``np.add.at``-style).
+
+    Parameters
+    ----------
+    array : DistArray
+        A 1-D or N-D array of an integer or floating-point dtype.
+    indices : array of int, shape (k,) or (k, ndim)
+        Global indices (flat for 1-D arrays, one row per element otherwise).
+    values : scalar or array of shape (k,)
+    op : {"sum", "max", "min", "replace"}
+    """
+    ops = {"sum": (MPI.SUM, np.add), "max": (MPI.MAX, np.maximum), "min": (MPI.MIN, np.minimum),
+           "replace": (MPI.REPLACE, None)}
+    if op not in ops:
+        raise ValueError(f"accumulate: op must be one of {', '.join(map(repr, ops))}, got {op!r}")
+    if not isinstance(array, DistArray):
+        raise ValueError(f"accumulate needs a DistArray, got {type(array).__name__}")
+    array._alive()
+    mtype = _atomic_dtype(array.dtype)
+    idx = np.asarray(indices, dtype=np.int64)
+    if array.ndim == 1 and idx.ndim == 1:
+        idx = idx[:, None]
+    if idx.ndim != 2 or idx.shape[1] != array.ndim:
+        raise ValueError(f"accumulate: indices must have shape (k,) or (k, {array.ndim}), got {idx.shape}")
+    shape = np.asarray(array.shape)
+    if idx.size and (np.any(idx < 0) or np.any(idx >= shape)):
+        bad = idx[np.flatnonzero(np.any((idx < 0) | (idx >= shape), axis=1))[0]]
+        raise IndexError(f"index {tuple(int(i) for i in bad)} is out of bounds for global shape {array.shape}")
+    vals = np.broadcast_to(np.asarray(values, dtype=array.dtype), (idx.shape[0],))
+    mpi_op, ufunc = ops[op]
+    # owner and displacement of every element, vectorised over the whole batch
+    p = array.pattern
+    unit = np.zeros(len(idx), dtype=np.int64)
+    lidx = []
+    for d, m in enumerate(p.maps):
+        unit += m.owner(idx[:, d]) * p._ustride[d]
+        lidx.append(m.local(idx[:, d]))
+    win = array._seg.win
+    order = np.argsort(unit, kind="stable")
+    cuts = np.flatnonzero(np.diff(unit[order])) + 1
+    for group in np.split(order, cuts) if len(order) else []:
+        u = int(unit[group[0]])
+        pos = p.storage_index([l[group] for l in lidx]) if p.tiled else [l[group] for l in lidx]
+        pos = [q + (array.halo_width[k] if k < array.ndim else 0) for k, q in enumerate(pos)]
+        disp = np.ravel_multi_index(pos, array._padded_storage_shape(u)).astype(np.int64)
+        # combine repeated targets locally, then one accumulate with an indexed type per owner
+        uniq, inv = np.unique(disp, return_inverse=True)
+        if ufunc is None:
+            combined = np.empty(len(uniq), dtype=array.dtype)
+            combined[inv] = vals[group]             # the last value for a repeated index wins
+        else:
+            combined = np.full(len(uniq), ufunc.identity if ufunc.identity is not None else 0,
+                               dtype=array.dtype)
+            if op in ("max", "min"):
+                combined[...] = vals[group][np.unique(inv, return_index=True)[1]]
+            ufunc.at(combined, inv, vals[group])
+        dtype = mtype.Create_indexed_block(1, uniq.tolist()).Commit()
+        win.Accumulate([combined, mtype], u, (0, 1, dtype), mpi_op)
+        win.Flush(u)
+        dtype.Free()
 
 
 # ---------------------------------------------------------------------- Mutex

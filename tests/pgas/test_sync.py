@@ -282,3 +282,38 @@ def test_mutex_on_sub_teams(team):
     m.free()
     sub.free()
     a.free()
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("dist,shape", [((pgas.BLOCKED,), (101,)), ((pgas.CYCLIC,), (101,)),
+                                        ((pgas.BLOCKCYCLIC(3), pgas.BLOCKED), (13, 8))])
+def test_batched_accumulate_loses_no_update(team, dist, shape):
+    """Every rank adds 1 at random indices (with repeats) concurrently; the table ends equal to
+    the count of all ranks' indices (each rank regenerates everybody's indices from the seeds)."""
+    a = pgas.zeros(shape, dtype=np.int64, dist=dist, grid=(0,) * len(shape), halo=0)
+    n = int(np.prod(shape))
+    def draws(r):
+        return np.random.default_rng(1000 + r).integers(0, n, size=300)
+    for _ in range(3):
+        flat = draws(team.rank)
+        idx = flat if len(shape) == 1 else np.stack(np.unravel_index(flat, shape), axis=1)
+        pgas.accumulate(a, idx, 1)
+    a.sync()
+    expected = 3 * sum(np.bincount(draws(r), minlength=n) for r in range(team.size)).reshape(shape)
+    assert np.array_equal(a.to_numpy(), expected)
+    # max and replace
+    b = pgas.full(shape, -1.0, dist=dist, grid=(0,) * len(shape))
+    flat = draws(team.rank)
+    idx = flat if len(shape) == 1 else np.stack(np.unravel_index(flat, shape), axis=1)
+    pgas.accumulate(b, idx, float(team.rank), op="max")
+    b.sync()
+    ref = np.full(n, -1.0)
+    for r in range(team.size):
+        np.maximum.at(ref, draws(r), float(r))
+    assert np.array_equal(b.to_numpy(), ref.reshape(shape))
+    with pytest.raises(ValueError, match="op must be one of"):
+        pgas.accumulate(b, idx, 1.0, op="xor")
+    with pytest.raises(IndexError, match="out of bounds for global shape"):
+        pgas.accumulate(b, np.full((1, len(shape)), 10**6) if len(shape) > 1 else [10**6], 1.0)
+    a.free()
+    b.free()
