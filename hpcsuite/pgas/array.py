@@ -40,7 +40,7 @@ from mpi4py.util import dtlib
 from ..runtime import Team, get_device
 from .access import normalize, plan, storage_offsets, target_datatype
 from .dist import BLOCKED
-from .memory import Segment
+from .memory import acquire
 from .pattern import Pattern
 
 __all__ = ["DistArray", "zeros", "ones", "full", "empty", "arange", "from_numpy", "mpi_type"]
@@ -149,7 +149,13 @@ class DistArray:
         self._storage_shapes = {}
         self._storage_strides: dict[int, tuple] = {}
         self._plans: "collections.OrderedDict" = collections.OrderedDict()
-        self._seg = Segment(team, self._padded_storage_shape(team.rank), self.dtype, shm=shm)
+        # the same key on every rank: the global geometry (pooled segments are reused by arrays
+        # of exactly this layout); the nominal size is the average block, also global
+        key = (self.pattern.shape, self.pattern.dist, self.pattern.grid, self.halo_width)
+        nominal = (self.pattern.size // max(team.size, 1) + 1) * self.dtype.itemsize
+        self._seg = acquire(team, self._padded_storage_shape(team.rank), self.dtype, shm=shm,
+                            key=key, nominal_bytes=nominal)
+        self._freed = False
         self._set_views()
         self._dev_storage = None
         if self.device.is_gpu:
@@ -256,7 +262,7 @@ class DistArray:
         return self._halo
 
     def __repr__(self) -> str:
-        state = "freed" if self._seg.freed else f"local {self.local_shape} on rank {self.team.rank}"
+        state = "freed" if self._freed else f"local {self.local_shape} on rank {self.team.rank}"
         return (f"DistArray(shape={self.shape}, dtype={self.dtype}, dist=({', '.join(map(repr, self.dist))}), "
                 f"grid={self.grid}, {state})")
 
@@ -265,7 +271,7 @@ class DistArray:
 
     # ------------------------------------------------------------------ lifetime
     def _alive(self) -> None:
-        if self._seg.freed:
+        if self._freed:
             raise RuntimeError("this DistArray was freed; it can no longer be used")
 
     def free(self) -> None:
@@ -273,9 +279,12 @@ class DistArray:
         if self._halo is not None:
             self._halo.free()
             self._halo = None
+        if self._freed:
+            return
         for acc in self._plans.values():
             acc.free()
         self._plans.clear()
+        self._freed = True
         self._seg.free()
         self._local = None
         self._dev_storage = None

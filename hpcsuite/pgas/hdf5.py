@@ -399,7 +399,7 @@ def save_hdf5(a: DistArray, path, name: str, attrs: Mapping | None = None, mode:
     if mode not in MODES:
         raise ValueError(f"save_hdf5: mode must be 'w' (new file) or 'a' (add to an existing file), "
                          f"got {mode!r} (file {path}, dataset {name!r})")
-    if a._seg.freed:
+    if a._freed:
         raise ValueError(f"save_hdf5: the array was freed (file {path}, dataset {name!r})")
     _check_attrs(attrs, path, name)
     team = a.team

@@ -11,17 +11,67 @@ whole team for remote units. The team window is locked once (``MPI_Win_lock_all`
 from __future__ import annotations
 
 import atexit
+import collections
 import math
 import os
 
 import numpy as np
 from mpi4py import MPI
 
-__all__ = ["Segment", "live_segments"]
+__all__ = ["Segment", "acquire", "live_segments", "pooled_segments", "drain_pool"]
 
 # Every segment not yet freed, in allocation order (the same order on every rank, since allocation
 # is collective). Strong references: a dropped array keeps its memory until free() or exit.
 _live: "list[Segment]" = []
+
+
+# Freed segments kept for reuse, keyed by what every rank of the team agrees on (the team object,
+# the array's global geometry, dtype and shm choice): creating windows is the most expensive part
+# of making an array (collective, tens of ms), and codes allocate temporaries of the same shapes
+# over and over. Every rank makes the same hit/miss/evict decisions because keys and the nominal
+# byte counts are global properties, and acquire/release happen in the same (collective) order.
+_pool: "collections.OrderedDict[tuple, list[Segment]]" = collections.OrderedDict()
+_pool_bytes = 0
+POOL_LIMIT = int(float(os.environ.get("HPCSUITE_PGAS_POOL_MB", "256")) * 2**20)
+
+
+def acquire(team, shape, dtype, shm=None, key=None, nominal_bytes: int = 0) -> "Segment":
+    """A segment for an array: a pooled one with the same ``key`` if any, else a new one.
+    Collective (identical ``key`` and ``nominal_bytes`` on every rank)."""
+    global _pool_bytes
+    shm = _shm_default() if shm is None else bool(shm)
+    full_key = None if key is None else (team, key, np.dtype(dtype).str, shm)
+    pooled = _pool.get(full_key) if full_key is not None else None
+    if pooled:
+        seg = pooled.pop()
+        if not pooled:
+            del _pool[full_key]
+        _pool_bytes -= seg.nominal_bytes
+        seg.freed = False
+        _live.append(seg)
+        return seg
+    seg = Segment(team, shape, dtype, shm)
+    seg.pool_key, seg.nominal_bytes = full_key, nominal_bytes
+    return seg
+
+
+def pooled_segments() -> int:
+    """Number of freed segments kept for reuse on this rank."""
+    return sum(len(v) for v in _pool.values())
+
+
+def drain_pool() -> None:
+    """Free every pooled segment. Collective over the teams of the pooled segments."""
+    global _pool_bytes
+    while _pool:
+        _, segs = _pool.popitem(last=False)
+        for seg in segs:
+            seg.destroy()
+    _pool_bytes = 0
+
+
+def _shm_default() -> bool:
+    return os.environ.get("HPCSUITE_PGAS_SHM", "1") not in ("0", "false", "no")
 
 
 def live_segments() -> int:
@@ -69,9 +119,8 @@ class Segment:
     """
 
     def __init__(self, team, shape, dtype, shm: bool | None = None):
-        if shm is None:
-            shm = os.environ.get("HPCSUITE_PGAS_SHM", "1") not in ("0", "false", "no")
-        self.shm = bool(shm)
+        self.shm = _shm_default() if shm is None else bool(shm)
+        self.pool_key, self.nominal_bytes = None, 0
         self.team = team
         self.dtype = np.dtype(dtype)
         self.shape = tuple(int(n) for n in shape)
@@ -128,11 +177,30 @@ class Segment:
         self.win.Sync()
 
     def free(self) -> None:
-        """Release both windows and the node communicator. Collective; idempotent."""
+        """Give the segment back: into the reuse pool when it has a pool key and fits the pool's
+        budget (``$HPCSUITE_PGAS_POOL_MB``, default 256 per rank), else release its windows.
+        Collective; idempotent."""
+        global _pool_bytes
         if self.freed:
             return
         self.freed = True
         _live.remove(self)
+        if self.pool_key is None or self.nominal_bytes > POOL_LIMIT:
+            self.destroy()
+            return
+        _pool.setdefault(self.pool_key, []).append(self)
+        _pool.move_to_end(self.pool_key)
+        _pool_bytes += self.nominal_bytes
+        while _pool_bytes > POOL_LIMIT:               # evict the least recently pooled first
+            key, segs = next(iter(_pool.items()))
+            old = segs.pop(0)
+            if not segs:
+                del _pool[key]
+            _pool_bytes -= old.nominal_bytes
+            old.destroy()
+
+    def destroy(self) -> None:
+        """Release both windows. Collective."""
         self._peer_views.clear()
         self.array = None
         self.win.Unlock_all()
@@ -149,7 +217,9 @@ def _free_at_exit() -> None:
     if MPI.Is_finalized():
         return
     for s in list(_live):
+        s.pool_key = None
         s.free()
+    drain_pool()
     for c in _node_comms:
         c.Free()
     _node_comms.clear()
