@@ -1,0 +1,9 @@
+"""One-source CPU/GPU layer: array namespace and data placement (:mod:`.backend`), counted data
+regions, and fused kernels for the hot loops (:mod:`.kernels`).
+
+Solver code is written against ``backend.xp`` (the array API standard) and runs on NumPy, CuPy and,
+for portability checks on CPU-only machines, ``array_api_strict``.
+"""
+from .backend import BACKENDS, Backend, DataRegion, get_backend
+
+__all__ = ["Backend", "DataRegion", "get_backend", "BACKENDS"]
