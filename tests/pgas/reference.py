@@ -66,3 +66,14 @@ def random_index(rng, shape):
             step = int(rng.choice([1, 1, 2, 3, -1, -2]))
             idx.append(slice(a, b, step) if step > 0 else slice(b - 1 if b > 0 else None, a - 1 if a > 0 else None, step))
     return tuple(idx)
+
+
+def owned(a):
+    """Index arrays selecting ``a``'s local storage elements from a global NumPy array."""
+    return tuple(np.broadcast_arrays(*a.local_global_indices()))
+
+
+def load(a, ref):
+    """Put the NumPy array ``ref`` into ``a`` (each unit writes its own elements). Local."""
+    a.local[...] = ref[owned(a)]
+    return a

@@ -12,37 +12,12 @@ import pytest
 from hpcsuite import pgas
 from hpcsuite.pgas import BLOCKED, CYCLIC, NONE, TILE
 
-from reference import all_dists, shape_for
+from reference import all_dists, load, owned, shape_for
 
 DISTS = [d for nd in (1, 2, 3) for d in all_dists(nd, tile_ok=True)]
 IDS = ["-".join(map(repr, d)) for d in DISTS]
 
 
-@pytest.fixture(scope="module")
-def pool():
-    """``get(shape, dist, dtype, tag)``: a DistArray allocated once for the module (``tag`` tells
-    apart several of the same kind), freed at its end."""
-    arrays = {}
-
-    def get(shape, dist, dtype=np.float64, tag=0):
-        key = (tuple(shape), tuple(dist), np.dtype(dtype).str, tag)
-        if key not in arrays:
-            arrays[key] = pgas.zeros(shape, dtype=dtype, dist=dist)
-        return arrays[key]
-    yield get
-    for a in arrays.values():
-        a.free()
-
-
-def owned(a):
-    """Index arrays selecting ``a``'s local storage elements from a global NumPy array."""
-    return tuple(np.broadcast_arrays(*a.local_global_indices()))
-
-
-def load(a, ref):
-    """Put the NumPy array ``ref`` into ``a`` (each unit writes its own elements). Local."""
-    a.local[...] = ref[owned(a)]
-    return a
 
 
 def holds(a, ref) -> bool:

@@ -13,35 +13,13 @@ from hpcsuite import pgas
 from hpcsuite.pgas import BLOCKED, CYCLIC, NONE
 from hpcsuite.runtime import intercept
 
-from reference import all_dists, shape_for
+from reference import all_dists, load, owned, shape_for
 
 DISTS_1D = all_dists(1, tile_ok=True)
 EXTENTS = (1031, 3, 1, 0)
 DISTS_ND = [d for nd in (2, 3) for d in all_dists(nd, tile_ok=True)]
 
 
-@pytest.fixture(scope="module")
-def pool():
-    """``get(shape, dist, dtype, tag)``: a DistArray allocated once for the module, freed at its end."""
-    arrays = {}
-
-    def get(shape, dist, dtype=np.float64, tag=0):
-        key = (tuple(shape), tuple(dist), np.dtype(dtype).str, tag)
-        if key not in arrays:
-            arrays[key] = pgas.zeros(shape, dtype=dtype, dist=dist)
-        return arrays[key]
-    yield get
-    for a in arrays.values():
-        a.free()
-
-
-def owned(a):
-    return tuple(np.broadcast_arrays(*a.local_global_indices()))
-
-
-def load(a, ref):
-    a.local[...] = ref[owned(a)]
-    return a
 
 
 def holds(a, ref, exact=True) -> bool:
