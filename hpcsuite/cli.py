@@ -17,6 +17,8 @@ examples:
   hpcsuite run --list                            the applications and what they do
   hpcsuite run --template heat3d > my.toml       a deck with every key, default and meaning
   mpiexec -n 4 hpcsuite run inputs/heat3d.toml   run a deck on 4 ranks
+  hpcsuite jobscript heat3d --nodes 2 -o j.sbatch a SLURM batch script for an app
+  hpcsuite submit j.sbatch inputs/heat3d.toml    check and queue it
 
 exit codes: 0 success, 2 bad input (deck or arguments), 1 a failure while running
 """
@@ -61,6 +63,41 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--template", metavar="APP", help="print a deck for APP with all keys and defaults")
     r.add_argument("--check", action="store_true", help="validate the deck and exit without running")
 
+    j = sub.add_parser("jobscript", help="render a SLURM batch script for an app, or check one",
+                       description="Render a validated sbatch script from the templates in jobscripts/ "
+                       "(CPU or GPU variant), or check an existing script without a cluster.",
+                       epilog="examples:\n  hpcsuite jobscript heat3d --nodes 2 --ntasks-per-node 32 "
+                              "--time 01:00:00 -o heat.sbatch\n  hpcsuite jobscript --check my.sbatch\n"
+                              "  hpcsuite jobscript --list",
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    j.add_argument("app", nargs="?", help="the application (see --list)")
+    j.add_argument("--check", metavar="FILE", help="lint FILE: exit 0 when clean, 1 with errors")
+    j.add_argument("--list", action="store_true", help="list the templates")
+    j.add_argument("--nodes", type=int)
+    j.add_argument("--ntasks-per-node", type=int)
+    j.add_argument("--cpus-per-task", type=int)
+    j.add_argument("--time", help="time limit: M, H:M:S, D-H:M:S ...")
+    j.add_argument("--partition")
+    j.add_argument("--account")
+    j.add_argument("--gpu", type=int, metavar="N", dest="gpus_per_node", help="GPU variant with N GPUs per node")
+    j.add_argument("--array", help="job array spec, e.g. 0-15%%4")
+    j.add_argument("--job-name")
+    j.add_argument("--deck", help="default deck of the script (must exist)")
+    j.add_argument("-o", "--output", metavar="FILE", help="write the script here (default: stdout)")
+
+    sb = sub.add_parser("submit", help="submit a batch script (sbatch --parsable, dependencies)",
+                        description="Check a batch script and queue it; prints the job id.",
+                        epilog="examples:\n  hpcsuite submit heat.sbatch inputs/heat3d.toml\n"
+                               "  hpcsuite submit collect.sbatch --after-ok 1234",
+                        formatter_class=argparse.RawDescriptionHelpFormatter)
+    sb.add_argument("script")
+    sb.add_argument("args", nargs="*", help="arguments for the script (e.g. the deck)")
+    sb.add_argument("--after-ok", action="append", default=[], metavar="JOBID",
+                    help="start after these jobs succeeded (repeatable)")
+    sb.add_argument("--after-any", action="append", default=[], metavar="JOBID",
+                    help="start after these jobs ended (repeatable)")
+    sb.add_argument("--wait", action="store_true", help="wait for the job and exit with its code")
+
     i = sub.add_parser("info", help="versions, MPI, parallel HDF5, GPU and SLURM environment",
                        description="Print what this installation has: Python and library versions, the "
                        "MPI library, whether h5py has parallel HDF5, whether a GPU is usable, and the "
@@ -101,6 +138,65 @@ def cmd_run(args) -> int:
     return apprunner.run_deck(args.deck, quiet=args.quiet)
 
 
+def _fail(msg: str, code: int = 2) -> int:
+    if _env_rank() == 0:
+        print(f"hpcsuite: error: {msg}", file=sys.stderr)
+    return code
+
+
+def cmd_jobscript(args) -> int:
+    from .jobs import lint_file, render, templates
+    from .runtime import InputError
+    if args.list:
+        for app, variants in templates().items():
+            print(f"{app:10s} {', '.join(sorted(variants))}")
+        return 0
+    if args.check:
+        try:
+            findings = lint_file(args.check)
+        except OSError as exc:
+            return _fail(f"{args.check}: cannot read: {exc.strerror}")
+        for f in findings:
+            print(f.format(args.check))
+        errors = sum(f.level == "error" for f in findings)
+        print(f"{args.check}: {errors} error(s), {len(findings) - errors} warning(s)")
+        return 1 if errors else 0
+    if not args.app:
+        return _fail("jobscript: name an application (hpcsuite jobscript --list) or use --check FILE")
+    try:
+        text = render(args.app, nodes=args.nodes, ntasks_per_node=args.ntasks_per_node,
+                      cpus_per_task=args.cpus_per_task, time=args.time, partition=args.partition,
+                      account=args.account, gpus_per_node=args.gpus_per_node, deck=args.deck,
+                      job_name=args.job_name, array=args.array)
+    except InputError as exc:
+        return _fail(str(exc))
+    if args.output:
+        from pathlib import Path
+        out = Path(args.output)
+        tmp = out.with_name(f".{out.name}.tmp")
+        tmp.write_text(text)
+        tmp.chmod(0o755)
+        tmp.replace(out)
+        print(f"wrote {out} (submit with: sbatch {out} or hpcsuite submit {out})")
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+def cmd_submit(args) -> int:
+    from .jobs import SubmitError, submit
+    from .runtime import InputError
+    try:
+        job, rc = submit(args.script, args.args, after_ok=args.after_ok, after_any=args.after_any,
+                         wait=args.wait)
+    except InputError as exc:
+        return _fail(str(exc))
+    except SubmitError as exc:
+        return _fail(str(exc), 1)
+    print(job)
+    return rc if args.wait else 0
+
+
 def cmd_info(args) -> int:
     from .info import collect, format_info
     info = collect()
@@ -120,7 +216,8 @@ def main(argv=None) -> int:
         if _env_rank() == 0:
             parser.print_help()
         return 2
-    return {"run": cmd_run, "info": cmd_info}[args.command](args)
+    return {"run": cmd_run, "info": cmd_info, "jobscript": cmd_jobscript,
+            "submit": cmd_submit}[args.command](args)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -19,7 +19,7 @@ say() { printf '[setup] %s\n' "$*"; }
 
 # ---------------------------------------------------------------- Debian packages
 # Keep this list in one place: the stamp below hashes this file, so editing it re-runs set-up.
-apt_packages=(mpich libmpich-dev libhdf5-mpich-dev pkg-config)
+apt_packages=(mpich libmpich-dev libhdf5-mpich-dev pkg-config slurm-wlm munge)
 
 missing=()
 for p in "${apt_packages[@]}"; do

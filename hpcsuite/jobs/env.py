@@ -1,0 +1,85 @@
+"""The SLURM job a process runs in, read from its environment (host lists expanded).
+
+Uses python-hostlist (a well-kept library) to expand ``SLURM_JOB_NODELIST`` (``node[1-3,5]``) and
+``SLURM_TASKS_PER_NODE`` (``2(x3),1``); no ``scontrol`` call, so it works on compute nodes and in
+containers where the SLURM client tools are missing.
+
+Examples
+--------
+>>> env = SlurmEnv.from_environ({"SLURM_JOB_ID": "7", "SLURM_JOB_NODELIST": "n[1-3]",
+...                              "SLURM_TASKS_PER_NODE": "2(x2),1", "SLURM_NTASKS": "5"})
+>>> env.nodes, env.tasks_per_node, env.head_node
+(['n1', 'n2', 'n3'], [2, 2, 1], 'n1')
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Mapping
+
+import hostlist
+
+__all__ = ["SlurmEnv", "expand_nodelist", "tasks_per_node"]
+
+
+def expand_nodelist(spec: str) -> list[str]:
+    """``"n[1-3,5]"`` -> ``["n1", "n2", "n3", "n5"]`` (ValueError naming the bad list)."""
+    try:
+        return hostlist.expand_hostlist(spec)
+    except hostlist.BadHostlist as exc:
+        raise ValueError(f"malformed host list {spec!r}: {exc}") from None
+
+
+def tasks_per_node(spec: str) -> list[int]:
+    """``"2(x3),1"`` -> ``[2, 2, 2, 1]`` (ValueError naming the bad value)."""
+    try:
+        return hostlist.parse_slurm_tasks_per_node(spec)
+    except (hostlist.BadHostlist, ValueError) as exc:
+        raise ValueError(f"malformed SLURM_TASKS_PER_NODE {spec!r}: {exc}") from None
+
+
+def _int(env: Mapping[str, str], key: str) -> int | None:
+    v = env.get(key)
+    return int(v) if v not in (None, "") and v.isdigit() else None
+
+
+@dataclass
+class SlurmEnv:
+    """What SLURM tells a process about its job (all ``None``/empty outside a job)."""
+
+    job_id: str | None = None
+    job_name: str | None = None
+    nodes: list[str] = field(default_factory=list)
+    tasks_per_node: list[int] = field(default_factory=list)
+    ntasks: int | None = None
+    cpus_per_task: int | None = None
+    procid: int | None = None
+    localid: int | None = None
+    array_job_id: str | None = None
+    array_task_id: int | None = None
+    submit_dir: str | None = None
+    partition: str | None = None
+
+    @property
+    def in_job(self) -> bool:
+        return self.job_id is not None
+
+    @property
+    def head_node(self) -> str | None:
+        """The first node of the allocation (where single services such as a Ceph monitor go)."""
+        return self.nodes[0] if self.nodes else None
+
+    @classmethod
+    def from_environ(cls, env: Mapping[str, str] | None = None) -> "SlurmEnv":
+        """Read the job from ``env`` (default ``os.environ``). Local."""
+        env = os.environ if env is None else env
+        if "SLURM_JOB_ID" not in env:
+            return cls()
+        nodes = expand_nodelist(env["SLURM_JOB_NODELIST"]) if env.get("SLURM_JOB_NODELIST") else []
+        tpn = tasks_per_node(env["SLURM_TASKS_PER_NODE"]) if env.get("SLURM_TASKS_PER_NODE") else []
+        return cls(job_id=env["SLURM_JOB_ID"], job_name=env.get("SLURM_JOB_NAME"), nodes=nodes,
+                   tasks_per_node=tpn, ntasks=_int(env, "SLURM_NTASKS"),
+                   cpus_per_task=_int(env, "SLURM_CPUS_PER_TASK"), procid=_int(env, "SLURM_PROCID"),
+                   localid=_int(env, "SLURM_LOCALID"), array_job_id=env.get("SLURM_ARRAY_JOB_ID"),
+                   array_task_id=_int(env, "SLURM_ARRAY_TASK_ID"), submit_dir=env.get("SLURM_SUBMIT_DIR"),
+                   partition=env.get("SLURM_JOB_PARTITION"))

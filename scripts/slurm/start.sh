@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# Start a private single-node SLURM cluster (munge, slurmctld, slurmd) for tests and demos.
+# No systemd; every file (keys, sockets, state, logs, pid files) lives in one folder.
+#
+#   scripts/slurm/start.sh [DIR]     (default: $HPCSUITE_SLURM_DIR or /tmp/hpcsuite-slurm)
+#   export SLURM_CONF=DIR/slurm.conf # for sbatch/squeue/sinfo (start.sh prints this line)
+#   scripts/slurm/stop.sh [DIR]
+#
+# The node advertises 4 CPUs (SlurmdParameters=config_overrides) so 4-rank jobs run on 2 cores.
+# Ports 6817/6818 are fixed: one such cluster per machine at a time. Needs root (slurmd) and the
+# Debian packages slurm-wlm and munge (scripts/setup.sh installs them).
+set -euo pipefail
+dir=$(realpath -m "${1:-${HPCSUITE_SLURM_DIR:-/tmp/hpcsuite-slurm}}")
+node=$(hostname -s)
+cpus=${HPCSUITE_SLURM_CPUS:-4}
+for b in munged mungekey slurmctld slurmd sinfo; do
+  command -v "$b" >/dev/null || { echo "slurm/start: $b not found: install slurm-wlm and munge (scripts/setup.sh)" >&2; exit 1; }
+done
+if [ -f "$dir/slurmctld.pid" ] && kill -0 "$(cat "$dir/slurmctld.pid")" 2>/dev/null; then
+  echo "slurm/start: a cluster is already running from $dir (scripts/slurm/stop.sh $dir first)" >&2
+  exit 1
+fi
+for port in 6817 6818; do
+  if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
+    echo "slurm/start: port $port is in use: another SLURM cluster runs on this machine" >&2
+    exit 1
+  fi
+done
+mkdir -p "$dir"/{state,spool,munge,log}
+chmod 0700 "$dir" "$dir/munge"
+
+# ---- munge: a private key and socket
+[ -f "$dir/munge/munge.key" ] || mungekey -c -k "$dir/munge/munge.key" >/dev/null 2>&1
+chmod 0600 "$dir/munge/munge.key"
+munged --key-file="$dir/munge/munge.key" --socket="$dir/munge/munge.sock" \
+       --pid-file="$dir/munge/munged.pid" --seed-file="$dir/munge/munged.seed" \
+       --log-file="$dir/log/munged.log" --force
+
+# ---- slurm.conf
+cat > "$dir/slurm.conf" <<EOF
+ClusterName=hpcsuite
+SlurmctldHost=$node(127.0.0.1)
+SlurmUser=root
+SlurmdUser=root
+AuthType=auth/munge
+CredType=cred/munge
+AuthInfo=socket=$dir/munge/munge.sock
+StateSaveLocation=$dir/state
+SlurmdSpoolDir=$dir/spool/%n
+SlurmctldPidFile=$dir/slurmctld.pid
+SlurmdPidFile=$dir/slurmd.pid
+SlurmctldLogFile=$dir/log/slurmctld.log
+SlurmdLogFile=$dir/log/slurmd.log
+MailProg=/bin/true
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+JobAcctGatherType=jobacct_gather/none
+AccountingStorageType=accounting_storage/none
+SchedulerType=sched/backfill
+SelectType=select/cons_tres
+SelectTypeParameters=CR_CPU
+MpiDefault=pmi2
+ReturnToService=2
+SlurmdParameters=config_overrides
+KillWait=5
+MinJobAge=300
+SlurmctldTimeout=30
+SlurmdTimeout=30
+${HPCSUITE_SLURM_EPILOG:+Epilog=$HPCSUITE_SLURM_EPILOG}
+NodeName=$node NodeAddr=127.0.0.1 CPUs=$cpus RealMemory=16000 State=UNKNOWN
+PartitionName=debug Nodes=$node Default=YES MaxTime=INFINITE State=UP
+EOF
+export SLURM_CONF="$dir/slurm.conf"
+slurmctld -c -f "$SLURM_CONF"
+slurmd -f "$SLURM_CONF"
+
+# ---- wait until the node is idle (or fail with the logs' tails)
+for _ in $(seq 1 150); do
+  state=$(sinfo -h -o %T 2>/dev/null | head -1 || true)
+  [ "$state" = idle ] && { echo "export SLURM_CONF=$SLURM_CONF"; exit 0; }
+  sleep 0.2
+done
+echo "slurm/start: the node did not become idle within 30 s (state: ${state:-none}); logs in $dir/log" >&2
+tail -n 5 "$dir/log/slurmctld.log" "$dir/log/slurmd.log" >&2 || true
+"$(dirname "$0")/stop.sh" "$dir" >/dev/null 2>&1 || true
+exit 1
