@@ -2,7 +2,9 @@
 
 Nothing in here imports the layers above it. See ``ARCHITECTURE`` in the README for the layers.
 """
+from .checkpoint import EXIT_CHECKPOINTED, CheckpointRequest
 from .comm_hooks import intercept, observed
+from .compute_hooks import compute, intercept_compute, kernel
 from .device import DEVICES, Device, get_device, gpu_status
 from .errors import (EXIT_FAILURE, EXIT_INPUT, EXIT_OK, HpcsuiteError, InputError, agree, guarded,
                      install_abort_hook)
@@ -16,4 +18,5 @@ __all__ = [
     "HpcsuiteError", "InputError", "agree", "guarded", "install_abort_hook",
     "EXIT_OK", "EXIT_FAILURE", "EXIT_INPUT",
     "Logger", "Progress", "Timers", "measure", "median", "intercept", "observed",
+    "compute", "kernel", "intercept_compute", "CheckpointRequest", "EXIT_CHECKPOINTED",
 ]
