@@ -1,0 +1,254 @@
+"""Instrumented execution: kernel interception, selective execution and critical-path propagation.
+
+Inside ``with Execution(model, mode) as ex: program()`` every communication call made through a
+:class:`~hpcsuite.runtime.Team` and every computation kernel run through
+:func:`hpcsuite.runtime.compute` is intercepted:
+
+* **profile** executes everything, times every kernel and updates the model's statistics;
+* **selective** skips kernels the model knows to the requested confidence (*steady*) and charges
+  their mean time instead; a communication kernel is skipped only when every participant agrees
+  (decided in the same small allreduce that merges the path), and for point-to-point messages the
+  receiver follows the sender's decision, so skipping never deadlocks even when ranks disagree;
+* **skeleton** executes no kernel at all and only counts them.
+
+The execution path travels with the program's own communication, as in the reference autotuner:
+before each collective a small allreduce (MAX) merges every rank's path times (total,
+computation, communication), before each point-to-point exchange the path goes ahead on its own
+tag. Time between intercepted kernels (Python glue) is measured and charged as computation; the
+time of the internal allreduces and of input resets is excluded. The result of a run is its
+predicted critical-path time.
+
+Numerical safety: skipped kernels leave buffers stale. A computation kernel that does run after a
+skip first calls its ``reset`` hook (e.g. potrf makes its block SPD) and the reset time is excluded;
+a selective run is flagged ``numerically_valid=False`` when anything was skipped. Object (pickle)
+collectives such as ``team.allreduce(x)`` are never skipped because their results steer control
+flow; only buffer collectives and point-to-point transfers are.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+from mpi4py import MPI
+
+from ..runtime import comm_hooks, compute_hooks
+from .stats import Model
+
+__all__ = ["Execution", "ExecutionResult", "Abandoned", "MODES", "run_full"]
+
+MODES = ("profile", "selective", "skeleton")
+_PATH_TAG = 32731                      # tag of the path messages that precede point-to-point data
+_SKIPPABLE = {"Barrier", "Bcast", "Allreduce", "Allgather", "Alltoallv", "Alltoallw", "Reduce",
+              "Sendrecv", "Send", "Recv"}
+
+
+class Abandoned(Exception):
+    """Raised on every rank when a run's predicted path exceeds the bound set by a racing search."""
+
+    def __init__(self, predicted: float, bound: float):
+        super().__init__(f"predicted time {predicted:.4g} s already exceeds the bound {bound:.4g} s")
+        self.predicted, self.bound = predicted, bound
+
+
+@dataclass
+class ExecutionResult:
+    """What one instrumented run yields (the same on every rank)."""
+
+    mode: str
+    predicted: float = 0.0            # critical-path time: max over ranks of the path total
+    computation: float = 0.0
+    communication: float = 0.0
+    executed: int = 0                 # kernel executions on this rank
+    skipped: int = 0
+    wall: float = 0.0                 # wall time of the instrumented run (max over ranks)
+    numerically_valid: bool = True
+    counts: dict = field(default_factory=dict)
+
+    @property
+    def skipped_fraction(self) -> float:
+        n = self.executed + self.skipped
+        return self.skipped / n if n else 0.0
+
+
+class Execution:
+    """A context manager that runs a program under interception. Collective over ``comm``
+    (entry and exit synchronise the ranks).
+
+    Parameters
+    ----------
+    model : Model
+        Kernel statistics (updated by executed kernels; persists across executions).
+    mode : {"profile", "selective", "skeleton"}
+    comm : MPI communicator
+        The ranks that run the program (default COMM_WORLD).
+    abandon_above : float, optional
+        Raise :class:`Abandoned` on every rank once the merged path time exceeds this.
+    """
+
+    def __init__(self, model: Model, mode: str = "selective", comm=None, abandon_above: float | None = None):
+        if mode not in MODES:
+            raise ValueError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
+        self.model, self.mode = model, mode
+        self.comm = comm if comm is not None else MPI.COMM_WORLD
+        self.abandon_above = abandon_above
+        self.path = np.zeros(3)        # total, computation, communication on this rank
+        self.result = ExecutionResult(mode)
+        self._skipped_any = False
+        self._last = 0.0
+        self._stack = []
+
+    # ------------------------------------------------------------------ context
+    def __enter__(self) -> "Execution":
+        self.comm.Barrier()
+        self._t0 = self._last = time.perf_counter()
+        self._stack = [comm_hooks.intercept(self._on_comm), compute_hooks.intercept_compute(self._on_compute)]
+        for cm in self._stack:
+            cm.__enter__()
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        for cm in reversed(self._stack):
+            cm.__exit__(None, None, None)
+        if exc_type is not None:
+            return
+        self._glue()
+        buf = np.array([*self.path, time.perf_counter() - self._t0])
+        self.comm.Allreduce(MPI.IN_PLACE, buf, op=MPI.MAX)
+        r = self.result
+        r.predicted, r.computation, r.communication, r.wall = (float(x) for x in buf)
+        r.numerically_valid = not self._skipped_any
+
+    # ------------------------------------------------------------------ accounting
+    def _glue(self) -> None:
+        now = time.perf_counter()
+        dt = now - self._last
+        self.path[0] += dt
+        self.path[1] += dt
+        self._last = now
+
+    def _count(self, key, skipped: bool) -> None:
+        c = self.result.counts.setdefault(key[1] if key[0] == "comm" else f"{key[1]}", [0, 0])
+        c[1 if skipped else 0] += 1
+        if skipped:
+            self.result.skipped += 1
+        else:
+            self.result.executed += 1
+
+    def _steady(self, key) -> bool:
+        if self.mode == "skeleton":
+            return True
+        return self.mode == "selective" and self.model.steady(key)
+
+    def _charge(self, key, comm: bool) -> float:
+        s = self.model.kernels.get(key)
+        t = s.mean if (s is not None and self.mode != "skeleton") else 0.0
+        if s is not None:
+            s.skipped += 1
+        self._skipped_any = True
+        self._count(key, True)
+        return t
+
+    def _timed(self, key, fn, args, kwargs):
+        t0 = time.perf_counter()
+        res = fn(*args, **kwargs)
+        t = time.perf_counter() - t0
+        self.model.stats(key).add(t)
+        self._count(key, False)
+        return res, t
+
+    # ------------------------------------------------------------------ computation kernels
+    def _on_compute(self, name, key, flops, reset, fn, args, kwargs):
+        self._glue()
+        k = ("comp", name, key)
+        if self._steady(k):
+            t = self._charge(k, comm=False)
+            res = args[0] if args and hasattr(args[0], "shape") else None
+        else:
+            if reset is not None and self._skipped_any:
+                reset()                      # stale inputs after skips: make them well-conditioned
+                self._last = time.perf_counter()    # the reset is not charged to the path
+            res, t = self._timed(k, fn, args, kwargs)
+        self.path[0] += t
+        self.path[1] += t
+        self._last = time.perf_counter()
+        return res
+
+    # ------------------------------------------------------------------ communication kernels
+    def _on_comm(self, team, name, nbytes, fn, args, kwargs):
+        self._glue()
+        if name == "Sendrecv":
+            return self._on_sendrecv(team, nbytes, fn, args, kwargs)
+        k = ("comm", name, team.size, int(nbytes))
+        skippable = name in _SKIPPABLE
+        mine = self._steady(k) and skippable
+        buf = np.array([*self.path, 0.0 if mine else 1.0])
+        _polite_wait(team.comm.Iallreduce(MPI.IN_PLACE, buf, op=MPI.MAX))   # merge paths, agree
+        self.path[:] = buf[:3]
+        self._check_bound()
+        if buf[3] == 0.0:
+            t, res = self._charge(k, comm=True), None
+        else:
+            self._last = time.perf_counter()
+            res, t = self._timed(k, fn, args, kwargs)
+        self.path[0] += t
+        self.path[2] += t
+        self._last = time.perf_counter()
+        return res
+
+    def _on_sendrecv(self, team, nbytes, fn, args, kwargs):
+        sendbuf, dest, sendtag, recvbuf, source, recvtag = args
+        k = ("comm", "Sendrecv", 2, int(nbytes))
+        mine = self._steady(k)
+        out = np.array([*self.path, 1.0 if mine else 0.0])
+        inn = out.copy()
+        team.comm.Sendrecv(out, dest, _PATH_TAG, inn, source, _PATH_TAG)   # the path goes ahead
+        if source == MPI.PROC_NULL:
+            inn = out.copy()
+        self.path[:] = np.maximum(self.path, inn[:3])
+        skip_send = mine or dest == MPI.PROC_NULL
+        skip_recv = bool(inn[3]) or source == MPI.PROC_NULL     # the receiver follows the sender
+        self._last = time.perf_counter()
+        if skip_send and skip_recv:
+            t = self._charge(k, comm=True)
+        elif not skip_send and not skip_recv:
+            _, t = self._timed(k, fn, args, kwargs)
+        else:
+            t0 = time.perf_counter()
+            if skip_send:
+                team.comm.Recv(recvbuf, source, recvtag)
+            else:
+                team.comm.Send(sendbuf, dest, sendtag)
+            t = time.perf_counter() - t0
+            self._skipped_any = True
+            self._count(k, False)
+        self.path[0] += t
+        self.path[2] += t
+        self._last = time.perf_counter()
+        return None
+
+    def _check_bound(self) -> None:
+        if self.abandon_above is not None and self.path[0] > self.abandon_above:
+            raise Abandoned(float(self.path[0]), self.abandon_above)
+
+
+def _polite_wait(req) -> None:
+    """Wait for an internal request while sleeping in short steps: when ranks oversubscribe the
+    cores, a rank spinning in MPI's progress loop steals the CPU from the rank it waits for."""
+    if req.Test():
+        return
+    delay = 2e-6
+    while not req.Test():
+        time.sleep(delay)
+        delay = min(delay * 2, 2e-4)
+
+
+def run_full(program, comm=None) -> float:
+    """Wall time of ``program()`` run without interception: the slowest rank's time, all ranks
+    started together. Collective."""
+    comm = comm if comm is not None else MPI.COMM_WORLD
+    comm.Barrier()
+    t0 = time.perf_counter()
+    program()
+    dt = time.perf_counter() - t0
+    return comm.allreduce(dt, op=MPI.MAX)

@@ -1,0 +1,317 @@
+"""The autotuner: search a configuration space, predicting each configuration's time from a
+selective execution instead of running it fully.
+
+Strategies:
+
+* ``grid``: every configuration of the space (that satisfies the constraints), in order;
+* ``random``: ``samples`` configurations drawn without replacement;
+* ``racing``: the grid, but a configuration is abandoned as soon as its merged critical path (a
+  lower bound of its final time, known identically on every rank) exceeds the best prediction so
+  far by more than the tolerance, so whole bad configurations stop early.
+
+Kernel statistics persist across configurations (later ones skip kernels that earlier ones made
+steady) and can be saved to / loaded from a model file. A configuration whose run raises is
+recorded as invalid with the reason, and the search goes on. With ``compare_full`` every valid
+configuration is also executed fully without interception, in the same run, so the report says how
+good the predictions were and whether the chosen configuration is really (near) the best.
+"""
+from __future__ import annotations
+
+import itertools
+import json
+import math
+import os
+import random
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Callable, Sequence
+
+from mpi4py import MPI
+
+from .execution import MODES, Abandoned, Execution, run_full
+from .stats import Model
+
+__all__ = ["Space", "Autotuner", "TuningResult", "ConfigResult", "STRATEGIES"]
+
+STRATEGIES = ("grid", "random", "racing")
+
+
+class Space:
+    """A configuration space: named parameters with lists of values, and constraints.
+
+    Parameters
+    ----------
+    params : dict
+        ``{name: [values...]}``; values are numbers, strings, booleans or tuples of them.
+    constraints : sequence of callables
+        ``constraint(config) -> bool``; configurations failing any are left out.
+
+    Raises
+    ------
+    ValueError
+        An empty space, a parameter without values, or values of an unsupported type.
+    """
+
+    def __init__(self, params: dict, constraints: Sequence[Callable[[dict], bool]] = ()):
+        if not isinstance(params, dict) or not params:
+            raise ValueError("the space is empty: give at least one parameter with values")
+        for name, values in params.items():
+            if not isinstance(values, (list, tuple)) or not values:
+                raise ValueError(f"parameter {name!r}: values must be a non-empty list, got {values!r}")
+            for v in values:
+                if not _allowed(v):
+                    raise ValueError(f"parameter {name!r}: unsupported value {v!r} (numbers, strings, "
+                                     f"booleans or tuples of them)")
+        for c in constraints:
+            if not callable(c):
+                raise ValueError(f"constraints must be callables, got {c!r}")
+        self.params = {k: [tuple(v) if isinstance(v, list) else v for v in vals] for k, vals in params.items()}
+        self.constraints = list(constraints)
+
+    def grid(self) -> list[dict]:
+        """Every configuration satisfying the constraints, in a fixed order."""
+        names = list(self.params)
+        out = []
+        for combo in itertools.product(*(self.params[n] for n in names)):
+            cfg = dict(zip(names, combo))
+            if all(c(cfg) for c in self.constraints):
+                out.append(cfg)
+        if not out:
+            raise ValueError("no configuration of the space satisfies the constraints")
+        return out
+
+    def __len__(self) -> int:
+        return len(self.grid())
+
+
+def _allowed(v) -> bool:
+    if isinstance(v, (list, tuple)):
+        return all(_allowed(x) for x in v)
+    return isinstance(v, (bool, int, float, str))
+
+
+@dataclass
+class ConfigResult:
+    """One configuration's outcome."""
+
+    config: dict
+    status: str                        # "ok" | "invalid" | "abandoned"
+    predicted_time: float | None = None
+    measured_time: float | None = None
+    executed: int = 0
+    skipped: int = 0
+    reason: str = ""
+    tuning_time: float = 0.0           # wall time spent on it in the tuning loop
+
+
+@dataclass
+class TuningResult:
+    """The search's outcome, identical on every rank."""
+
+    strategy: str
+    mode: str
+    results: list = field(default_factory=list)
+    best_config: dict | None = None
+    best_predicted_time: float | None = None
+    tuning_wall_time_s: float = 0.0
+    full_wall_time_s: float | None = None
+    true_best_config: dict | None = None
+    mean_relative_prediction_error: float | None = None
+    best_within: float | None = None          # measured(best) / measured(true best) - 1
+    skipped_fraction: float = 0.0
+    tolerance: float = 0.0
+    confidence: float = 0.0
+    ranks: int = 1
+
+    @property
+    def speedup(self) -> float | None:
+        if self.full_wall_time_s is None or self.tuning_wall_time_s <= 0:
+            return None
+        return self.full_wall_time_s / self.tuning_wall_time_s
+
+    def to_json(self) -> dict:
+        d = asdict(self)
+        d["speedup"] = self.speedup
+        return d
+
+    def table(self) -> str:
+        """The results as aligned text (configuration, predicted, measured, kernels, status)."""
+        rows = [("configuration", "predicted s", "measured s", "executed", "skipped", "status")]
+        for r in self.results:
+            rows.append((_cfg_str(r.config), _f(r.predicted_time), _f(r.measured_time), str(r.executed),
+                         str(r.skipped), r.status + (f" ({r.reason})" if r.reason else "")))
+        w = [max(len(row[i]) for row in rows) for i in range(5)]
+        lines = ["  ".join(c.ljust(w[i]) if i == 0 else c.rjust(w[i]) for i, c in enumerate(row[:5])) + "  " + row[5]
+                 for row in rows]
+        return "\n".join(lines)
+
+
+def _cfg_str(cfg: dict) -> str:
+    return " ".join(f"{k}={'x'.join(map(str, v)) if isinstance(v, tuple) else v}" for k, v in cfg.items())
+
+
+def _f(x) -> str:
+    return "-" if x is None else f"{x:.4g}"
+
+
+class Autotuner:
+    """Search ``space`` for the configuration with the smallest predicted time of ``run``.
+
+    Parameters
+    ----------
+    space : Space
+    run : callable
+        ``run(config)``: the program, collective over ``comm``; raising marks the configuration
+        invalid (raise on every rank alike, e.g. ``ValueError`` from argument checks).
+    strategy : {"grid", "random", "racing"}
+    mode : {"selective", "profile", "skeleton"}
+        How each configuration is executed during the search.
+    tolerance, confidence, min_samples :
+        Steadiness criterion (see :class:`~hpcsuite.tune.stats.Model`); ignored if ``model`` given.
+    samples : int, optional
+        Number of configurations for ``random``.
+    model : Model, optional
+        Warm statistics (e.g. ``Model.load(path)``).
+    comm : MPI communicator
+        The ranks running the program (default COMM_WORLD).
+    progress : callable, optional
+        ``progress(i, n, ConfigResult)`` after each configuration (rank 0 prints).
+
+    Raises
+    ------
+    ValueError
+        Bad strategy, mode, tolerance or confidence outside (0, 1), empty space: before any run.
+    """
+
+    def __init__(self, space: Space, run: Callable[[dict], object], strategy: str = "grid",
+                 mode: str = "selective", tolerance: float = 0.05, confidence: float = 0.95,
+                 min_samples: int = 3, samples: int | None = None, model: Model | None = None,
+                 comm=None, seed: int = 0, progress: Callable | None = None):
+        if strategy not in STRATEGIES:
+            raise ValueError(f"strategy must be one of {', '.join(STRATEGIES)}, got {strategy!r}")
+        if mode not in MODES:
+            raise ValueError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
+        if not isinstance(space, Space):
+            raise ValueError("space must be a hpcsuite.tune.Space")
+        self.model = model if model is not None else Model(tolerance, confidence, min_samples)
+        self.space, self.run, self.strategy, self.mode = space, run, strategy, mode
+        self.configs = space.grid()
+        if strategy == "random":
+            if not isinstance(samples, int) or samples < 1:
+                raise ValueError(f"strategy 'random' needs samples >= 1, got {samples!r}")
+            self.configs = random.Random(seed).sample(self.configs, min(samples, len(self.configs)))
+        self.comm = comm if comm is not None else MPI.COMM_WORLD
+        self.progress = progress
+
+    # ------------------------------------------------------------------ the search
+    def _evaluate(self, cfg: dict, bound: float | None) -> ConfigResult:
+        t0 = time.perf_counter()
+        err = None
+        ex = Execution(self.model, self.mode, self.comm, abandon_above=bound)
+        try:
+            with ex:
+                self.run(dict(cfg))
+        except Abandoned as exc:
+            err = ("abandoned", f"predicted > {exc.bound:.4g} s after {exc.predicted:.4g} s")
+        except Exception as exc:          # noqa: BLE001 - an invalid configuration, recorded
+            err = ("invalid", f"{type(exc).__name__}: {exc}")
+        # agree on the outcome (the lowest failing rank's reason wins)
+        errs = self.comm.allgather(err)
+        first = next((e for e in errs if e is not None), None)
+        dt = self.comm.allreduce(time.perf_counter() - t0, op=MPI.MAX)
+        if first is not None:
+            return ConfigResult(cfg, first[0], reason=first[1].splitlines()[0][:200], tuning_time=dt,
+                                executed=ex.result.executed, skipped=ex.result.skipped)
+        r = ex.result
+        return ConfigResult(cfg, "ok", predicted_time=r.predicted, executed=r.executed,
+                            skipped=r.skipped, tuning_time=dt)
+
+    def tune(self, compare_full: bool = False, full_repeats: int = 1) -> TuningResult:
+        """Run the search (and, with ``compare_full``, every valid configuration fully).
+        Collective over ``comm``."""
+        res = TuningResult(self.strategy, self.mode, tolerance=self.model.tolerance,
+                           confidence=self.model.confidence, ranks=self.comm.Get_size())
+        self.comm.Barrier()
+        t0 = time.perf_counter()
+        best = None
+        for i, cfg in enumerate(self.configs):
+            bound = best * (1 + self.model.tolerance) if (self.strategy == "racing" and best) else None
+            r = self._evaluate(cfg, bound)
+            res.results.append(r)
+            if r.status == "ok" and (best is None or r.predicted_time < best):
+                best = r.predicted_time
+                res.best_config, res.best_predicted_time = cfg, r.predicted_time
+            if self.progress:
+                self.progress(i + 1, len(self.configs), r)
+        res.tuning_wall_time_s = self.comm.allreduce(time.perf_counter() - t0, op=MPI.MAX)
+        executed = self.comm.allreduce(sum(r.executed for r in res.results))
+        skipped = self.comm.allreduce(sum(r.skipped for r in res.results))
+        res.skipped_fraction = skipped / (executed + skipped) if executed + skipped else 0.0
+        if compare_full:
+            self._compare_full(res, full_repeats)
+        return res
+
+    def _compare_full(self, res: TuningResult, repeats: int) -> None:
+        t0 = time.perf_counter()
+        for r in res.results:
+            if r.status == "invalid":
+                continue
+            times = []
+            for _ in range(repeats):
+                try:
+                    times.append(run_full(lambda: self.run(dict(r.config)), self.comm))
+                except Exception as exc:   # noqa: BLE001
+                    r.reason = f"full run failed: {exc}"
+                    break
+            r.measured_time = sorted(times)[len(times) // 2] if times else None
+        res.full_wall_time_s = self.comm.allreduce(time.perf_counter() - t0, op=MPI.MAX)
+        measured = [r for r in res.results if r.measured_time is not None]
+        if not measured:
+            return
+        true_best = min(measured, key=lambda r: r.measured_time)
+        res.true_best_config = true_best.config
+        ok = [r for r in measured if r.status == "ok" and r.predicted_time is not None]
+        if ok:
+            res.mean_relative_prediction_error = sum(abs(r.predicted_time - r.measured_time) / r.measured_time
+                                                     for r in ok) / len(ok)
+        chosen = next((r for r in measured if r.config == res.best_config), None)
+        if chosen is not None:
+            res.best_within = chosen.measured_time / true_best.measured_time - 1.0
+
+
+def write_report(res: TuningResult, path: str | os.PathLike) -> None:
+    """Write the JSON report atomically (temporary file, then rename). Local (call on rank 0)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    tmp.write_text(json.dumps(res.to_json(), indent=1, default=str))
+    tmp.replace(path)
+
+
+def plot_report(res: TuningResult, path: str | os.PathLike) -> bool:
+    """Bar chart of predicted (and measured) time per configuration; ``False`` without matplotlib."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return False
+    rows = [r for r in res.results if r.predicted_time is not None or r.measured_time is not None]
+    labels = [_cfg_str(r.config) for r in rows]
+    x = range(len(rows))
+    fig, ax = plt.subplots(figsize=(max(6, 0.5 * len(rows) + 2), 4.5))
+    ax.bar([i - 0.2 for i in x], [r.predicted_time or 0 for r in rows], 0.4, label="predicted (selective)")
+    if any(r.measured_time for r in rows):
+        ax.bar([i + 0.2 for i in x], [r.measured_time or 0 for r in rows], 0.4, label="measured (full)")
+    ax.set_xticks(list(x), labels, rotation=60, ha="right", fontsize=7)
+    ax.set_ylabel("time per run (s)")
+    title = f"{res.strategy} search, {res.ranks} ranks"
+    if res.best_config:
+        title += f": best {_cfg_str(res.best_config)}"
+    ax.set_title(title, fontsize=9)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return True

@@ -1,0 +1,144 @@
+"""Selective execution and path propagation on synthetic programs with known kernel times."""
+import time
+
+import numpy as np
+import pytest
+from mpi4py import MPI
+
+from hpcsuite.runtime import compute
+from hpcsuite.tune import Abandoned, Execution, Model, run_full
+
+STEPS = 12
+T_WORK = 0.004        # seconds per "work" kernel (sleep: exact, and it frees the CPU)
+
+
+def program(team, buf=None):
+    buf = np.zeros(64) if buf is None else buf
+    for _ in range(STEPS):
+        compute("work", (1,), time.sleep, T_WORK * (1 + team.rank % 2))   # odd ranks are slower
+        team.Allreduce(MPI.IN_PLACE, buf, op=MPI.SUM)
+
+
+@pytest.mark.mpi
+def test_selective_prediction_matches_full_run(team):
+    model = Model(tolerance=0.1, confidence=0.95, min_samples=3)
+    with Execution(model, "profile") as prof:
+        program(team)
+    with Execution(model, "selective") as sel:
+        program(team)
+    full = run_full(lambda: program(team))
+    # the critical path is the slowest rank's work plus the collectives
+    slow = T_WORK * (2 if team.size > 1 else 1) * STEPS
+    assert prof.result.predicted >= slow * 0.95
+    assert sel.result.skipped > 0 and sel.result.executed < prof.result.executed
+    assert not sel.result.numerically_valid and prof.result.numerically_valid
+    tol = 0.3 if team.size <= 2 else 0.6             # shared 2-core machines: timings are noisy
+    assert sel.result.predicted == pytest.approx(full, rel=tol)
+    assert sel.result.wall < prof.result.wall        # skipping made the run itself faster
+    # every rank reports the same prediction
+    assert team.allgather(sel.result.predicted) == [sel.result.predicted] * team.size
+
+
+@pytest.mark.mpi
+def test_disagreeing_ranks_do_not_deadlock(team):
+    """Only rank 0 knows the kernels: it skips its computation, but collectives run everywhere
+    because not every participant considers them steady."""
+    model = Model(tolerance=0.2, confidence=0.9, min_samples=2)
+    if team.rank == 0:
+        with Execution(model, "profile", comm=MPI.COMM_SELF):
+            for _ in range(4):
+                compute("work", (1,), time.sleep, T_WORK)
+        model.stats(("comm", "Allreduce", team.size, 512))     # cold for the collective
+    buf = np.ones(64)
+    with Execution(model, "selective") as ex:
+        program(team, buf)
+    # ranks agree on every collective: the same number ran everywhere, and each really ran
+    ran = ex.result.counts["Allreduce"][0]
+    assert team.allgather(ex.result.counts["Allreduce"]) == [ex.result.counts["Allreduce"]] * team.size
+    assert ran >= model.min_samples and buf[0] == team.size ** ran
+    work = ex.result.counts["work"]
+    if team.rank == 0:
+        assert work == [0, STEPS]                # known before the run: skipped throughout
+    else:
+        assert work[0] >= model.min_samples      # cold: executed until steady
+
+
+@pytest.mark.mpi
+def test_point_to_point_receiver_follows_sender(team):
+    """A ring of Sendrecv where alternate ranks are steady: skipped sends pair with skipped
+    receives, executed ones deliver data, nothing hangs."""
+    grid = team.grid(1, periods=True)
+    src, dst = grid.shift(0, 1)
+    model = Model(tolerance=0.5, confidence=0.5, min_samples=2)
+    out, inn = np.full(8, float(team.rank)), np.full(8, -1.0)
+    if team.rank % 2 == 0:                         # even ranks believe the message is steady
+        k = ("comm", "Sendrecv", 2, out.nbytes)
+        for t in (1e-5, 1e-5, 1e-5):
+            model.stats(k).add(t)
+    with Execution(model, "selective") as ex:
+        grid.Sendrecv(out, dst, inn, src)
+    src_rank = src
+    if src_rank % 2 == 0:                          # my source skipped its send: stale buffer
+        assert np.all(inn == -1.0)
+    else:
+        assert np.all(inn == float(src_rank))
+    assert ex.result.predicted >= 0
+
+
+@pytest.mark.mpi
+def test_reset_hook_runs_before_a_kernel_that_follows_skips(team):
+    model = Model(tolerance=0.3, confidence=0.9, min_samples=2)
+    resets = []
+    a = np.zeros((4, 4))
+
+    def prog():
+        for _ in range(5):
+            compute("scale", (4,), lambda x: (time.sleep(T_WORK), x.__imul__(2.0))[1], a)
+        compute("potrf", (4,), np.linalg.cholesky, a + 4 * np.eye(4), reset=lambda: resets.append(1))
+
+    with Execution(model, "profile"):
+        prog()
+    assert resets == []
+    model.kernels.clear()
+    for _ in range(3):                                 # scale is known exactly, potrf not at all
+        model.stats(("comp", "scale", (4,))).add(T_WORK)
+    with Execution(model, "selective") as ex:
+        prog()
+    assert resets == [1] and ex.result.counts["scale"][1] == 5
+
+
+@pytest.mark.mpi
+def test_skeleton_counts_without_executing(team):
+    model = Model()
+    calls = []
+    buf = np.ones(4)
+
+    def prog():
+        for _ in range(3):
+            compute("k", (1,), calls.append, 1)
+            team.Allreduce(MPI.IN_PLACE, buf, op=MPI.SUM)
+
+    with Execution(model, "skeleton") as ex:
+        prog()
+    assert calls == [] and np.all(buf == 1.0)
+    assert ex.result.skipped == 6 and ex.result.executed == 0
+    assert ex.result.predicted < 0.05            # only the glue between kernels ran
+
+
+@pytest.mark.mpi
+def test_abandon_is_raised_on_every_rank_at_the_same_point(team):
+    model = Model()
+    seen = []
+    with pytest.raises(Abandoned):
+        with Execution(model, "profile", abandon_above=T_WORK * 2.5):
+            for i in range(STEPS):
+                compute("work", (1,), time.sleep, T_WORK)
+                seen.append(i)
+                team.Allreduce(MPI.IN_PLACE, np.zeros(1), op=MPI.SUM)
+    counts = team.allgather(len(seen))
+    assert len(set(counts)) == 1 and counts[0] < STEPS
+
+
+def test_bad_mode():
+    with pytest.raises(ValueError, match="mode must be one of"):
+        Execution(Model(), "fast")
