@@ -31,7 +31,6 @@ import collections
 import functools
 import math
 from dataclasses import dataclass
-from typing import Sequence
 
 import numpy as np
 from mpi4py import MPI

@@ -73,7 +73,6 @@ class Halo:
             dirs = [o for o in dirs if sum(1 for x in o if x) == 1]
         dirs = [o for o in dirs if all(w[d] > 0 for d in range(nd) if o[d])]
         tag_of = {o: i for i, o in enumerate(itertools.product((-1, 0, 1), repeat=nd))}
-        xp = array.device.xp
         self._fills, self._self_copies, self._exchanges = [], [], []
         sends, recvs = [], []
         for o in dirs:

@@ -140,7 +140,6 @@ def copy(src, dst) -> None:
         raise ValueError(f"copy: shapes differ: source {src.shape}, destination {dst.shape}")
     if src.team.comm.Compare(dst.team.comm) not in (MPI.IDENT, MPI.CONGRUENT):
         raise ValueError("copy: source and destination must live on the same team")
-    rank = src.team.rank
     if src._dev_storage is not None:
         src._seg.array[...] = src.device.to_host(src._dev_storage)
     same_layout = (src.pattern == dst.pattern and src.pattern.tiled == dst.pattern.tiled)

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import math
 import os
 import random
 import time
@@ -162,8 +161,13 @@ class Autotuner:
     ----------
     space : Space
     run : callable
-        ``run(config)``: the program, collective over ``comm``; raising marks the configuration
-        invalid (raise on every rank alike, e.g. ``ValueError`` from argument checks).
+        ``run(config)`` (or ``run(config, state)`` with ``prepare``): the program, collective over
+        ``comm``; raising marks the configuration invalid (raise on every rank alike, e.g.
+        ``ValueError`` from argument checks).
+    prepare : callable, optional
+        ``prepare(config) -> state``, collective, run once per configuration before it is
+        evaluated (and before its full runs), outside the timed program: e.g. building the input
+        matrix. ``state`` may have a ``free()`` method, called when the configuration is done.
     strategy : {"grid", "random", "racing"}
     mode : {"selective", "profile", "skeleton"}
         How each configuration is executed during the search.
@@ -187,7 +191,8 @@ class Autotuner:
     def __init__(self, space: Space, run: Callable[[dict], object], strategy: str = "grid",
                  mode: str = "selective", tolerance: float = 0.05, confidence: float = 0.95,
                  min_samples: int = 3, samples: int | None = None, model: Model | None = None,
-                 comm=None, seed: int = 0, progress: Callable | None = None):
+                 comm=None, seed: int = 0, progress: Callable | None = None,
+                 prepare: Callable[[dict], object] | None = None):
         if strategy not in STRATEGIES:
             raise ValueError(f"strategy must be one of {', '.join(STRATEGIES)}, got {strategy!r}")
         if mode not in MODES:
@@ -203,15 +208,33 @@ class Autotuner:
             self.configs = random.Random(seed).sample(self.configs, min(samples, len(self.configs)))
         self.comm = comm if comm is not None else MPI.COMM_WORLD
         self.progress = progress
+        self.prepare = prepare
+        self._states: dict = {}
 
     # ------------------------------------------------------------------ the search
+    def _program(self, cfg: dict) -> Callable[[], object]:
+        """The zero-argument program for ``cfg`` (its prepared state built once). Collective."""
+        if self.prepare is None:
+            return lambda: self.run(dict(cfg))
+        key = repr(sorted(cfg.items()))
+        if key not in self._states:
+            self._states[key] = self.prepare(dict(cfg))
+        state = self._states[key]
+        return lambda: self.run(dict(cfg), state)
+
+    def _release(self, cfg: dict) -> None:
+        state = self._states.pop(repr(sorted(cfg.items())), None)
+        if state is not None and hasattr(state, "free"):
+            state.free()
+
     def _evaluate(self, cfg: dict, bound: float | None) -> ConfigResult:
         t0 = time.perf_counter()
         err = None
         ex = Execution(self.model, self.mode, self.comm, abandon_above=bound)
         try:
+            program = self._program(cfg)
             with ex:
-                self.run(dict(cfg))
+                program()
         except Abandoned as exc:
             err = ("abandoned", f"predicted > {exc.bound:.4g} s after {exc.predicted:.4g} s")
         except Exception as exc:          # noqa: BLE001 - an invalid configuration, recorded
@@ -228,12 +251,13 @@ class Autotuner:
                             skipped=r.skipped, tuning_time=dt)
 
     def tune(self, compare_full: bool = False, full_repeats: int = 1) -> TuningResult:
-        """Run the search (and, with ``compare_full``, every valid configuration fully).
-        Collective over ``comm``."""
+        """Run the search; with ``compare_full`` also run every valid configuration fully (right
+        after its selective evaluation, timed separately). Collective over ``comm``."""
         res = TuningResult(self.strategy, self.mode, tolerance=self.model.tolerance,
                            confidence=self.model.confidence, ranks=self.comm.Get_size())
         self.comm.Barrier()
         t0 = time.perf_counter()
+        full_time = 0.0
         self._warm_up()
         best = None
         for i, cfg in enumerate(self.configs):
@@ -243,39 +267,35 @@ class Autotuner:
             if r.status == "ok" and (best is None or r.predicted_time < best):
                 best = r.predicted_time
                 res.best_config, res.best_predicted_time = cfg, r.predicted_time
+            if compare_full and r.status != "invalid":
+                full_time += self._measure_full(r, full_repeats)
+            self._release(cfg)
             if self.progress:
                 self.progress(i + 1, len(self.configs), r)
-        res.tuning_wall_time_s = self.comm.allreduce(time.perf_counter() - t0, op=MPI.MAX)
+        total = self.comm.allreduce(time.perf_counter() - t0, op=MPI.MAX)
+        res.tuning_wall_time_s = total - full_time
         executed = self.comm.allreduce(sum(r.executed for r in res.results))
         skipped = self.comm.allreduce(sum(r.skipped for r in res.results))
         res.skipped_fraction = skipped / (executed + skipped) if executed + skipped else 0.0
         if compare_full:
-            self._compare_full(res, full_repeats)
+            res.full_wall_time_s = full_time
+            self._summarise_full(res)
         return res
 
-    def _warm_up(self) -> None:
-        """One skeleton run of the first configuration (no kernel executes): imports, caches and
-        first-call costs land here instead of in the first configuration's prediction."""
-        try:
-            with Execution(self.model, "skeleton", self.comm):
-                self.run(dict(self.configs[0]))
-        except Exception:             # noqa: BLE001 - an invalid first configuration shows later
-            pass
-
-    def _compare_full(self, res: TuningResult, repeats: int) -> None:
+    def _measure_full(self, r: ConfigResult, repeats: int) -> float:
+        """Run ``r.config`` fully ``repeats`` times (median kept); returns the time spent."""
         t0 = time.perf_counter()
-        for r in res.results:
-            if r.status == "invalid":
-                continue
-            times = []
-            for _ in range(repeats):
-                try:
-                    times.append(run_full(lambda: self.run(dict(r.config)), self.comm))
-                except Exception as exc:   # noqa: BLE001
-                    r.reason = f"full run failed: {exc}"
-                    break
-            r.measured_time = sorted(times)[len(times) // 2] if times else None
-        res.full_wall_time_s = self.comm.allreduce(time.perf_counter() - t0, op=MPI.MAX)
+        times = []
+        for _ in range(repeats):
+            try:
+                times.append(run_full(self._program(r.config), self.comm))
+            except Exception as exc:   # noqa: BLE001
+                r.reason = f"full run failed: {type(exc).__name__}: {exc}"
+                break
+        r.measured_time = sorted(times)[len(times) // 2] if times else None
+        return self.comm.allreduce(time.perf_counter() - t0, op=MPI.MAX)
+
+    def _summarise_full(self, res: TuningResult) -> None:
         measured = [r for r in res.results if r.measured_time is not None]
         if not measured:
             return
@@ -288,6 +308,16 @@ class Autotuner:
         chosen = next((r for r in measured if r.config == res.best_config), None)
         if chosen is not None:
             res.best_within = chosen.measured_time / true_best.measured_time - 1.0
+
+    def _warm_up(self) -> None:
+        """One skeleton run of the first configuration (no kernel executes): imports, caches and
+        first-call costs land here instead of in the first configuration's prediction."""
+        try:
+            program = self._program(self.configs[0])
+            with Execution(self.model, "skeleton", self.comm):
+                program()
+        except Exception:             # noqa: BLE001 - an invalid first configuration shows later
+            pass
 
 
 def write_report(res: TuningResult, path: str | os.PathLike) -> None:
