@@ -5,5 +5,6 @@ Solver code is written against ``backend.xp`` (the array API standard) and runs 
 for portability checks on CPU-only machines, ``array_api_strict``.
 """
 from .backend import BACKENDS, Backend, DataRegion, get_backend
+from .kernels import stencil7, stencil27
 
-__all__ = ["Backend", "DataRegion", "get_backend", "BACKENDS"]
+__all__ = ["Backend", "DataRegion", "get_backend", "BACKENDS", "stencil7", "stencil27"]

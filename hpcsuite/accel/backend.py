@@ -112,7 +112,7 @@ class Backend:
         host = np.ascontiguousarray(a, dtype=dtype)
         self._count("to_device", host.nbytes)
         if self.name == "strict":
-            return self.xp.asarray(host, device=self.device)
+            return self.xp.asarray(host, device=self.device, copy=True)   # a device owns its memory
         return self.runtime_device.xp.asarray(host)
 
     def to_host(self, a) -> np.ndarray:

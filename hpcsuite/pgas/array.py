@@ -75,6 +75,20 @@ def _free_derived_types() -> None:
         _derived_types.clear()
 
 
+def _node_rank(team, device: str) -> int:
+    """This rank's index on its node, for spreading ranks over a node's GPUs. Collective once per
+    team (the node communicator is shared with the array memory)."""
+    if device == "gpu":
+        from ..runtime import gpu_status
+        ok, why = gpu_status()
+        if not ok:             # fail before any communication, identically on every rank
+            from ..runtime import InputError
+            raise InputError(f"device 'gpu' requested but no GPU is usable: {why}")
+        from .memory import _node_comm
+        return _node_comm(team).Get_rank()
+    return 0
+
+
 def _widths(halo, ndim: int) -> tuple[int, ...]:
     if isinstance(halo, (int, np.integer)) and not isinstance(halo, bool):
         w = (int(halo),) * ndim
@@ -132,7 +146,9 @@ class DistArray:
         self.dtype = np.dtype(dtype)
         self._mpitype = mpi_type(self.dtype)
         self.halo_width = _widths(halo, self.pattern.ndim)
-        self.device = get_device(device)
+        # one GPU per rank on a node: the rank's index on its node picks the device
+        self.device = get_device(device) if device in ("cpu", None) or not isinstance(device, str) \
+            else get_device(device, local_rank=_node_rank(team, device))
         if any(self.halo_width):
             if self.pattern.tiled or any(m.cyclic for m, w in zip(self.pattern.maps, self.halo_width) if w):
                 raise ValueError("halos need BLOCKED or NONE along every dimension with a halo width > 0, "
