@@ -84,7 +84,8 @@ def validate(path: str, team: Team | None = None):
     return agree(team, _validate_local, str(path), team)
 
 
-def run_deck(path: str, quiet: bool = False, team: Team | None = None, expect_app: str | None = None) -> int:
+def run_deck(path: str, quiet: bool = False, team: Team | None = None, expect_app: str | None = None,
+             extra: dict | None = None) -> int:
     """Validate the deck at ``path`` and run its application; return the exit code. Collective."""
     team = team or Team.world()
 
@@ -92,7 +93,7 @@ def run_deck(path: str, quiet: bool = False, team: Team | None = None, expect_ap
         app, deck = validate(path, team)
         if expect_app is not None and app.NAME != expect_app:
             raise InputError(f"{path}: [app] name is {app.NAME!r}, but this is the {expect_app!r} program")
-        ctx = AppContext(team=team, log=Logger(app.NAME, team, quiet=quiet), quiet=quiet)
+        ctx = AppContext(team=team, log=Logger(app.NAME, team, quiet=quiet), quiet=quiet, extra=dict(extra or {}))
         return app.run(deck, ctx)
 
     return guarded(main, team)

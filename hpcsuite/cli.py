@@ -63,6 +63,23 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--template", metavar="APP", help="print a deck for APP with all keys and defaults")
     r.add_argument("--check", action="store_true", help="validate the deck and exit without running")
 
+    t = sub.add_parser("tune", help="autotune a distributed factorization from a deck",
+                       description="Search the configuration space of a deck's [tune] target, predicting "
+                       "each configuration's time from a selective execution (kernels whose time is "
+                       "known to the requested confidence are skipped).",
+                       epilog="examples:\n  mpiexec -n 4 hpcsuite tune inputs/tune_cholesky.toml --compare-full "
+                              "--json out/tune.json\n  hpcsuite run --template tune",
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    t.add_argument("deck", nargs="?", help="a TOML deck with [app] name = \"tune\"")
+    t.add_argument("--shard", metavar="K/N", help="evaluate only configurations K, K+N, K+2N, ... "
+                   "(for job arrays: --shard $SLURM_ARRAY_TASK_ID/$SLURM_ARRAY_TASK_COUNT)")
+    t.add_argument("--collect", nargs="+", metavar="REPORT", help="merge the JSON reports of a sweep "
+                   "and print the best configuration (with --json: write the merged report)")
+    t.add_argument("--json", metavar="FILE", help="write the JSON report here")
+    t.add_argument("--compare-full", action="store_true",
+                   help="also run every configuration fully, to check the predictions")
+    t.add_argument("-q", "--quiet", action="store_true", help="only errors and the final result")
+
     j = sub.add_parser("jobscript", help="render a SLURM batch script for an app, or check one",
                        description="Render a validated sbatch script from the templates in jobscripts/ "
                        "(CPU or GPU variant), or check an existing script without a cluster.",
@@ -144,6 +161,33 @@ def _fail(msg: str, code: int = 2) -> int:
     return code
 
 
+def cmd_tune(args) -> int:
+    if args.collect:
+        from .tune.collect import collect_reports
+        try:
+            merged = collect_reports(args.collect, args.json)
+        except (OSError, ValueError) as exc:
+            return _fail(str(exc))
+        best = merged["best_config"]
+        print(f"best of {len(merged['results'])} configurations from {len(args.collect)} report(s): "
+              f"{best} predicted {merged['best_predicted_time']:.4g} s")
+        return 0
+    if not args.deck:
+        return _fail("tune: give a deck, or --collect REPORT...")
+    shard = None
+    if args.shard:
+        try:
+            k, n = (int(x) for x in args.shard.split("/"))
+            if not 0 <= k < n:
+                raise ValueError
+        except ValueError:
+            return _fail(f"tune: --shard must be K/N with 0 <= K < N, got {args.shard!r}")
+        shard = (k, n)
+    from .apprunner import run_deck
+    return run_deck(args.deck, quiet=args.quiet, expect_app="tune",
+                    extra={"json": args.json, "compare_full": args.compare_full, "shard": shard})
+
+
 def cmd_jobscript(args) -> int:
     from .jobs import lint_file, render, templates
     from .runtime import InputError
@@ -216,8 +260,8 @@ def main(argv=None) -> int:
         if _env_rank() == 0:
             parser.print_help()
         return 2
-    return {"run": cmd_run, "info": cmd_info, "jobscript": cmd_jobscript,
-            "submit": cmd_submit}[args.command](args)
+    return {"run": cmd_run, "info": cmd_info, "jobscript": cmd_jobscript, "submit": cmd_submit,
+            "tune": cmd_tune}[args.command](args)
 
 
 if __name__ == "__main__":  # pragma: no cover

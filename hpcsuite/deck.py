@@ -23,7 +23,7 @@ from typing import Any, Sequence
 from .runtime.errors import InputError
 
 __all__ = ["DeckError", "Deck", "Schema", "Int", "Float", "Str", "Bool", "Choice", "IntList",
-           "FloatList", "Modes", "load", "parse", "read_text"]
+           "FloatList", "AnyList", "Modes", "load", "parse", "read_text"]
 
 _REQUIRED = object()
 
@@ -177,6 +177,18 @@ class FloatList(Field):
             return [self.item.convert(x) for x in v]
         except ValueError:
             raise ValueError(f"must be a list of {n}{self.item.words().removeprefix('a ')}s, {_got(v)}") from None
+
+
+@dataclass
+class AnyList(Field):
+    """A non-empty list of items checked by the application (``what`` says what they must be)."""
+
+    what: str = "values"
+
+    def convert(self, v):
+        if not isinstance(v, list) or not v:
+            raise ValueError(f"must be a non-empty list of {self.what}, {_got(v)}")
+        return list(v)
 
 
 @dataclass

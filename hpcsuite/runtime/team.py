@@ -186,6 +186,21 @@ class Team:
         observed(self, "Sendrecv", _nbytes(sendbuf), self.comm.Sendrecv, sendbuf, dest, sendtag,
                  recvbuf, source, recvtag)
 
+    def Allgatherv(self, sendbuf, recvspec) -> None:
+        """Gather variable-sized buffers onto every rank (``recvspec``: ``[buf, counts, displs,
+        type]``). Collective."""
+        observed(self, "Allgatherv", _nbytes(recvspec), self.comm.Allgatherv, sendbuf, recvspec)
+
+    def Ibcast(self, buf, root: int = 0):
+        """Start broadcasting a buffer in place from ``root``; returns the request to hand to
+        :meth:`Wait`. Collective (non-blocking: every rank must later wait for it)."""
+        return observed(self, "Ibcast", _nbytes(buf), self.comm.Ibcast, buf, root=root)
+
+    def Wait(self, request) -> None:
+        """Complete a request started on this team (e.g. by :meth:`Ibcast`); ``None`` is ignored.
+        Blocks until this rank's part is done."""
+        observed(self, "Wait", 0, _wait, request)
+
     def free(self) -> None:
         """Release the communicator (not for the world team). Collective."""
         if self.comm not in (MPI.COMM_WORLD, MPI.COMM_SELF) and self.comm != MPI.COMM_NULL:
@@ -263,6 +278,11 @@ def grid_shape(size: int, dims: int | Sequence[int]) -> tuple[int, ...]:
         raise ValueError(f"grid: a {'x'.join(str(d) if d else '?' for d in dims)} process grid "
                          f"cannot hold {size} ranks")
     return tuple(MPI.Compute_dims(size, dims))
+
+
+def _wait(request) -> None:
+    if request is not None:
+        request.Wait()
 
 
 def _nbytes(buf) -> int:

@@ -39,8 +39,11 @@ __all__ = ["Execution", "ExecutionResult", "Abandoned", "MODES", "run_full"]
 
 MODES = ("profile", "selective", "skeleton")
 _PATH_TAG = 32731                      # tag of the path messages that precede point-to-point data
-_SKIPPABLE = {"Barrier", "Bcast", "Allreduce", "Allgather", "Alltoallv", "Alltoallw", "Reduce",
-              "Sendrecv", "Send", "Recv"}
+# collectives: merged and agreed on with one internal allreduce; buffer ones may be skipped
+_COLLECTIVE = {"Barrier", "Bcast", "Ibcast", "Allreduce", "Allgather", "Allgatherv", "Alltoallv",
+               "Alltoallw", "Reduce", "bcast", "allreduce", "allgather", "gather"}
+_SKIPPABLE = {"Barrier", "Bcast", "Ibcast", "Allreduce", "Allgather", "Allgatherv", "Alltoallv",
+              "Alltoallw", "Reduce"}
 
 
 class Abandoned(Exception):
@@ -92,7 +95,9 @@ class Execution:
         self.model, self.mode = model, mode
         self.comm = comm if comm is not None else MPI.COMM_WORLD
         self.abandon_above = abandon_above
-        self.path = np.zeros(3)        # total, computation, communication on this rank
+        # total, computation, communication, and "a kernel was skipped upstream" (merged like the
+        # times: stale data travels with the messages that carry it)
+        self.path = np.zeros(4)
         self.result = ExecutionResult(mode)
         self._skipped_any = False
         self._last = 0.0
@@ -113,11 +118,12 @@ class Execution:
         if exc_type is not None:
             return
         self._glue()
-        buf = np.array([*self.path, time.perf_counter() - self._t0])
+        buf = np.array([*self.path[:3], float(self._skipped_any), time.perf_counter() - self._t0])
         self.comm.Allreduce(MPI.IN_PLACE, buf, op=MPI.MAX)
         r = self.result
-        r.predicted, r.computation, r.communication, r.wall = (float(x) for x in buf)
-        r.numerically_valid = not self._skipped_any
+        r.predicted, r.computation, r.communication = (float(x) for x in buf[:3])
+        r.wall = float(buf[4])
+        r.numerically_valid = not buf[3]
 
     # ------------------------------------------------------------------ accounting
     def _glue(self) -> None:
@@ -146,6 +152,7 @@ class Execution:
         if s is not None:
             s.skipped += 1
         self._skipped_any = True
+        self.path[3] = 1.0
         self._count(key, True)
         return t
 
@@ -165,7 +172,7 @@ class Execution:
             t = self._charge(k, comm=False)
             res = args[0] if args and hasattr(args[0], "shape") else None
         else:
-            if reset is not None and self._skipped_any:
+            if reset is not None and (self._skipped_any or self.path[3]):
                 reset()                      # stale inputs after skips: make them well-conditioned
                 self._last = time.perf_counter()    # the reset is not charged to the path
             res, t = self._timed(k, fn, args, kwargs)
@@ -180,17 +187,21 @@ class Execution:
         if name == "Sendrecv":
             return self._on_sendrecv(team, nbytes, fn, args, kwargs)
         k = ("comm", name, team.size, int(nbytes))
-        skippable = name in _SKIPPABLE
-        mine = self._steady(k) and skippable
-        buf = np.array([*self.path, 0.0 if mine else 1.0])
-        _polite_wait(team.comm.Iallreduce(MPI.IN_PLACE, buf, op=MPI.MAX))   # merge paths, agree
-        self.path[:] = buf[:3]
-        self._check_bound()
-        if buf[3] == 0.0:
-            t, res = self._charge(k, comm=True), None
-        else:
+        if name not in _COLLECTIVE:
+            # local completion calls (Wait) and one-sided point-to-point: timed, never skipped
             self._last = time.perf_counter()
             res, t = self._timed(k, fn, args, kwargs)
+        else:
+            mine = self._steady(k) and name in _SKIPPABLE
+            buf = np.array([*self.path, 0.0 if mine else 1.0])
+            _polite_wait(team.comm.Iallreduce(MPI.IN_PLACE, buf, op=MPI.MAX))   # merge paths, agree
+            self.path[:] = buf[:4]
+            self._check_bound()
+            if buf[4] == 0.0:
+                t, res = self._charge(k, comm=True), None
+            else:
+                self._last = time.perf_counter()
+                res, t = self._timed(k, fn, args, kwargs)
         self.path[0] += t
         self.path[2] += t
         self._last = time.perf_counter()
@@ -205,9 +216,9 @@ class Execution:
         team.comm.Sendrecv(out, dest, _PATH_TAG, inn, source, _PATH_TAG)   # the path goes ahead
         if source == MPI.PROC_NULL:
             inn = out.copy()
-        self.path[:] = np.maximum(self.path, inn[:3])
+        self.path[:] = np.maximum(self.path, inn[:4])
         skip_send = mine or dest == MPI.PROC_NULL
-        skip_recv = bool(inn[3]) or source == MPI.PROC_NULL     # the receiver follows the sender
+        skip_recv = bool(inn[4]) or source == MPI.PROC_NULL     # the receiver follows the sender
         self._last = time.perf_counter()
         if skip_send and skip_recv:
             t = self._charge(k, comm=True)
@@ -221,6 +232,7 @@ class Execution:
                 team.comm.Send(sendbuf, dest, sendtag)
             t = time.perf_counter() - t0
             self._skipped_any = True
+            self.path[3] = 1.0
             self._count(k, False)
         self.path[0] += t
         self.path[2] += t
