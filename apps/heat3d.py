@@ -5,9 +5,11 @@
 started from a sum of plane sine waves ``a * sin(2 pi (kx x / lx + ky y / ly + kz z / lz))``, each of
 which decays exactly as ``exp(-alpha |kappa|^2 t)``. Second-order central differences (7-point
 stencil) on a cell-centred grid, forward Euler in time with ``dt`` below the stability limit, a
-Cartesian decomposition over all ranks: the field is a ``pgas.DistArray`` (BLOCKED in x, y
-and z) whose one-cell periodic halo is exchanged every step. At the end it
-prints the error against the exact solution and writes the field with parallel HDF5.
+Cartesian decomposition over all ranks: :class:`hpcsuite.solvers.StencilSolver` steps a
+``pgas.DistArray`` (BLOCKED in x, y and z) with a fused kernel, exchanging a ``depth``-cell periodic
+halo every ``depth`` steps (``[solver] depth``; 0 = chosen by timing) on the CPU (numba), the GPU
+(CuPy) or the strict array-API checker (``[solver] backend``). At the end it prints the error
+against the exact solution and writes the field with parallel HDF5.
 
 Run: ``mpiexec -n 4 hpcsuite run inputs/heat3d.toml`` (or ``python apps/heat3d.py DECK``).
 """
@@ -21,8 +23,8 @@ import numpy as np
 
 from hpcsuite import deck as dk
 from hpcsuite.runtime.h5io import write_blocks_hdf5
-from hpcsuite import pgas
-from hpcsuite.runtime import Timers, grid_shape
+from hpcsuite.runtime import Timers, gpu_status, grid_shape
+from hpcsuite.solvers import StencilSolver, heat_coeffs
 
 NAME = "heat3d"
 SUMMARY = "3-D heat equation (explicit, periodic, halo exchange), checked against the exact decay"
@@ -30,7 +32,7 @@ SUMMARY = "3-D heat equation (explicit, periodic, halo exchange), checked agains
 SCHEMA = dk.Schema({
     "app": {
         "name": dk.Str(help="the application: heat3d"),
-        "device": dk.Choice(default="cpu", choices=("cpu",), help="where arrays live (GPU comes with the stencil solver)"),
+        "device": dk.Choice(default="cpu", choices=("cpu", "gpu"), help="where arrays live"),
     },
     "grid": {
         "nx": dk.Int(min=1, help="cells along x"),
@@ -54,11 +56,19 @@ SCHEMA = dk.Schema({
     "decomposition": {
         "dims": dk.IntList(default=[0, 0, 0], length=3, min=0, help="ranks along x, y, z; 0 = choose"),
     },
+    "solver": {
+        "depth": dk.Int(default=0, min=0, help="halo depth k: exchange a k-cell halo once every k steps; "
+                        "0 = pick k in 1, 2, 4, 8 by timing a few steps"),
+        "backend": dk.Choice(default="auto", choices=("auto", "cpu", "gpu", "strict"),
+                             help="kernels: auto = [app] device, cpu = numba, gpu = CuPy, "
+                                  "strict = array-API portability check (slow)"),
+    },
     "output": {
         "file": dk.Str(default="heat3d.h5", help="HDF5 file for the final field; \"\" = none"),
     },
 }, doc={"app": "which application", "grid": "cells and domain size", "time": "explicit Euler stepping",
-        "initial": "sum of plane sine waves", "decomposition": "process grid", "output": "results"})
+        "initial": "sum of plane sine waves", "decomposition": "process grid",
+        "solver": "stencil solver (deep halo, backend)", "output": "results"})
 
 
 def stability_limit(deck) -> float:
@@ -85,6 +95,33 @@ def check(deck, team) -> None:
     if deck.time.dt > limit:
         raise deck.fail("time", "dt", f"= {deck.time.dt:g} is above the stability limit {limit:.4g} for "
                         f"this grid and alpha (dt <= 1 / (2 alpha (1/dx^2 + 1/dy^2 + 1/dz^2)))")
+    check_solver(deck, n, dims)
+
+
+def backend_of(deck) -> str:
+    """The backend that runs the kernels: ``[solver] backend``, or ``[app] device`` for ``auto``."""
+    b = deck.solver.backend
+    return deck.app.device if b == "auto" else b
+
+
+def check_solver(deck, n, dims) -> None:
+    """``[solver]`` against the process grid and the device."""
+    depth = deck.solver.depth
+    smallest = min((cells // ranks, "xyz"[ax]) for ax, (cells, ranks) in enumerate(zip(n, dims)))
+    if depth > smallest[0]:
+        raise deck.fail("solver", "depth", f"= {depth} is larger than the smallest block ({smallest[0]} cells "
+                        f"along {smallest[1]} per rank on the {'x'.join(map(str, dims))} process grid): the "
+                        f"halo must come from the next rank alone; use depth <= {smallest[0]} or 0 (auto)")
+    device, backend = deck.app.device, deck.solver.backend
+    if backend == "gpu" and device != "gpu":
+        raise deck.fail("solver", "backend", "= 'gpu' needs [app] device = 'gpu'")
+    if backend in ("cpu", "strict") and device == "gpu":
+        raise deck.fail("solver", "backend", f"= {backend!r} runs on the CPU, but [app] device = 'gpu'; "
+                        "use backend = 'auto' or 'gpu'")
+    if device == "gpu":
+        ok, why = gpu_status()
+        if not ok:
+            raise deck.fail("app", "device", f"= 'gpu' but no GPU is usable here: {why}")
 
 
 def exact(deck, coords, t: float) -> np.ndarray:
@@ -99,59 +136,52 @@ def exact(deck, coords, t: float) -> np.ndarray:
     return u
 
 
-def step(u: np.ndarray, out: np.ndarray, tmp: np.ndarray, c: tuple[float, float, float]) -> None:
-    """One explicit Euler step of the 7-point Laplacian: ``out = u + sum_d c_d (u_+ - 2 u + u_-)``
-    on the interior, with ``c_d = alpha dt / h_d^2``. In-place ufuncs, no temporaries per term."""
-    core = u[1:-1, 1:-1, 1:-1]
-    np.multiply(core, 1.0 - 2.0 * sum(c), out=out)
-    for ax, cd in enumerate(c):
-        hi = [slice(1, -1)] * 3
-        lo = [slice(1, -1)] * 3
-        hi[ax], lo[ax] = slice(2, None), slice(None, -2)
-        np.add(u[tuple(hi)], u[tuple(lo)], out=tmp)
-        tmp *= cd
-        out += tmp
-
-
 class Result:
-    """What :func:`simulate` returns on every rank: the local block and the global error norms."""
+    """What :func:`simulate` returns on every rank: the local block and the global error norms,
+    and how the solver ran (halo depth, exchanges, messages sent by this rank)."""
 
-    def __init__(self, field, starts, steps, dt, error_max, error_l2_rel, timers, grid):
+    def __init__(self, field, starts, steps, dt, error_max, error_l2_rel, timers, grid,
+                 depth=1, exchanges=0, messages=0, backend="cpu"):
         self.field, self.starts, self.steps, self.dt = field, starts, steps, dt
         self.error_max, self.error_l2_rel, self.timers, self.grid = error_max, error_l2_rel, timers, grid
+        self.depth, self.exchanges, self.messages, self.backend = depth, exchanges, messages, backend
+
+
+class _TimeProgress:
+    """Shows the simulated time on the progress bar as the solver advances."""
+
+    def __init__(self, bar, dt: float):
+        self.bar, self.dt, self.done = bar, dt, 0
+
+    def update(self, n: int) -> None:
+        self.done += n
+        self.bar.update(n, t=self.done * self.dt)
 
 
 def simulate(deck, team, progress=None) -> Result:
     """Run the heat equation described by ``deck`` on ``team``. Collective.
 
-    Returns this rank's block of the final field (without halo) and the error norms against the
-    exact solution, reduced over all ranks.
+    Returns this rank's block of the final field (without halo, on the host) and the error norms
+    against the exact solution, reduced over all ranks.
     """
     g = deck.grid
     n, lengths = (g.nx, g.ny, g.nz), (g.lx, g.ly, g.lz)
-    # the field lives in a PGAS array, blocked in all three dimensions, with a periodic
-    # one-cell halo (faces only: the 7-point stencil needs no edges or corners)
-    u = pgas.zeros(n, dist=(pgas.BLOCKED,) * 3, team=team, grid=deck.decomposition.dims,
-                   halo=1, boundary="periodic")
     h = [lengths[d] / n[d] for d in range(3)]
-    coords = [(np.arange(s.start, s.stop) + 0.5) * h[d] for d, s in enumerate(u.local_slices)]
-
     steps, dt = steps_and_dt(deck)
-    c = tuple(deck.physics.alpha * dt / hd ** 2 for hd in h)
-    u.local[...] = exact(deck, coords, 0.0)
-    padded = u.local_with_halo
-    new, tmp = np.empty(u.local.shape), np.empty(u.local.shape)
-    timers = Timers()
-    for it in range(steps):
-        with timers("halo"):
-            u.halo.update()
-        with timers("stencil"):
-            step(padded, new, tmp, c)
-            u.local[...] = new
-        if progress is not None:
-            progress.update(1, t=(it + 1) * dt)
+    backend = backend_of(deck)
+    solver = StencilSolver(n, "7", heat_coeffs(deck.physics.alpha, dt, h), team=team,
+                           grid=deck.decomposition.dims, boundary="periodic",
+                           depth=deck.solver.depth or "auto", backend=backend)
 
-    field = u.local.copy()
+    def initial(slices):
+        return exact(deck, [(np.arange(s.start, s.stop) + 0.5) * h[d] for d, s in enumerate(slices)], 0.0)
+
+    timers = Timers(sync=solver.backend.synchronize if backend == "gpu" else None)
+    u = solver.run(initial, steps, progress=_TimeProgress(progress, dt) if progress is not None else None,
+                   timers=timers)
+    field = np.array(u.device.to_host(u.local))          # a copy: u's memory goes back to the pool
+    slices = u.local_slices
+    coords = [(np.arange(s.start, s.stop) + 0.5) * h[d] for d, s in enumerate(slices)]
     ref = exact(deck, coords, deck.time.t_end)
     err = field - ref
     from mpi4py import MPI
@@ -160,10 +190,12 @@ def simulate(deck, team, progress=None) -> Result:
     team.Allreduce(MPI.IN_PLACE, sums, op=MPI.SUM)
     team.Allreduce(MPI.IN_PLACE, emax, op=MPI.MAX)
     rel_l2 = math.sqrt(sums[0] / sums[1]) if sums[1] > 0 else math.sqrt(sums[0])
-    starts = tuple(s.start for s in u.local_slices)
+    starts = tuple(s.start for s in slices)
     grid_dims = u.grid
     u.free()
-    return Result(field, starts, steps, dt, float(emax[0]), rel_l2, timers, grid_dims)
+    st = solver.stats
+    return Result(field, starts, steps, dt, float(emax[0]), rel_l2, timers, grid_dims,
+                  depth=st.depth, exchanges=st.exchanges, messages=st.messages, backend=backend)
 
 
 def steps_and_dt(deck) -> tuple[int, float]:
@@ -185,7 +217,9 @@ def run(deck, ctx) -> int:
         res = simulate(deck, team, bar)
     wall = time.perf_counter() - t0
     summary = res.timers.summary(team)
-    log.info(f"process grid {'x'.join(map(str, res.grid))}; {wall:.3f} s for {steps} steps "
+    auto = f" (auto, chosen in {summary['tune']['max']:.3f} s)" if "tune" in summary else ""
+    log.info(f"process grid {'x'.join(map(str, res.grid))}; backend {res.backend}; halo depth {res.depth}{auto}: "
+             f"{res.exchanges} exchanges; {wall:.3f} s for {steps} steps "
              f"({steps * math.prod(n) / wall / 1e6:.1f} M cell updates/s; halo {summary['halo']['max']:.3f} s, "
              f"stencil {summary['stencil']['max']:.3f} s, slowest rank)")
     log.result(f"error at t = {deck.time.t_end:g}: max |u - exact| = {res.error_max:.6e}, "
@@ -194,7 +228,7 @@ def run(deck, ctx) -> int:
         attrs = {"t": deck.time.t_end, "steps": steps, "dt": dt, "alpha": deck.physics.alpha,
                  "lengths": np.array((g.lx, g.ly, g.lz)), "error_max": res.error_max,
                  "error_l2_rel": res.error_l2_rel, "ranks": team.size,
-                 "process_grid": np.array(res.grid)}
+                 "process_grid": np.array(res.grid), "halo_depth": res.depth, "backend": res.backend}
         write_blocks_hdf5(deck.output.file, team, n, res.starts, {"u": res.field}, attrs)
         log.info(f"wrote {deck.output.file} (dataset 'u', shape {n})")
     return 0

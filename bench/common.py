@@ -18,6 +18,16 @@ from mpi4py import MPI
 COMM = MPI.COMM_WORLD
 
 
+def _fit_threads():
+    # every benchmark compares like with like: one BLAS/numba thread per core share per rank
+    from hpcsuite.runtime import Team
+    from hpcsuite.runtime.threads import fit_threads
+    return fit_threads(Team.world())
+
+
+THREADS = _fit_threads()
+
+
 def timeit(fn, repeat: int = 9, warmup: int = 2, comm=COMM) -> float:
     """Median over ``repeat`` samples of the slowest rank's time for ``fn()``. Collective."""
     for _ in range(warmup):

@@ -39,6 +39,8 @@ for n in $ranks; do
     "$mpiexec" -n "$n" "$root/scripts/rank_output.sh" "$logs/np$n" \
     "$py" -m pytest --with-mpi -m mpi -p no:cacheprovider -q "${paths[@]}"
   rc=$?
+  # a rank that outlived a timed-out launcher would spin on and skew everything after it
+  pkill -KILL -f "$py -m pytest --with-mpi -m mpi" 2>/dev/null || true
   if [ $rc -eq 0 ] || [ $rc -eq 5 ]; then
     summary+=("MPI, $n rank(s): passed ($((SECONDS - t0)) s)")
   else

@@ -8,17 +8,22 @@ id is appended to ``$HPCSUITE_TEST_FAILLOG`` for the summary.
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
-VENV_BIN = Path(sys.executable).parent
-MPIEXEC = str(VENV_BIN / "mpiexec") if (VENV_BIN / "mpiexec").exists() else "mpiexec.mpich"
-HPCSUITE = str(VENV_BIN / "hpcsuite")
+from helpers import run_cmd
+
+
+def pytest_configure(config):
+    """Under mpiexec, one BLAS/numba thread per core share: 4 ranks with 2 threads each on 2 cores
+    turn every BLAS call into a fight for the cores."""
+    if config.getoption("--with-mpi", default=False):
+        from hpcsuite.runtime import Team
+        from hpcsuite.runtime.threads import fit_threads
+        fit_threads(Team.world())
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -52,20 +57,6 @@ def team():
 def shared_tmp(tmp_path, team):
     """A temporary folder that every rank of an MPI test sees (rank 0's ``tmp_path``)."""
     return Path(team.bcast(str(tmp_path)))
-
-
-def run_cmd(args, nranks: int | None = None, timeout: float = 120, cwd=None, env=None):
-    """Run a command (under ``mpiexec -n nranks`` when given); return the CompletedProcess.
-
-    Records the wall time as ``.seconds``. Never run this from inside an MPI test.
-    """
-    cmd = ([MPIEXEC, "-n", str(nranks)] if nranks else []) + [str(a) for a in args]
-    e = dict(os.environ, PYTHONUNBUFFERED="1", **(env or {}))
-    e.pop("HPCSUITE_TEST_FAILLOG", None)
-    t0 = time.perf_counter()
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=cwd or ROOT, env=e)
-    p.seconds = time.perf_counter() - t0
-    return p
 
 
 @pytest.fixture

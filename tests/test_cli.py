@@ -5,7 +5,7 @@ import sys
 
 import pytest
 
-from conftest import HPCSUITE
+from helpers import HPCSUITE
 
 GOOD = """[app]
 name = "heat3d"

@@ -19,6 +19,8 @@ from numbers import Real
 import numpy as np
 from mpi4py import MPI
 
+from ..runtime.waiting import waitall
+
 __all__ = ["HaloSpec", "Halo"]
 
 
@@ -138,7 +140,7 @@ class Halo:
 
     def _finish(self) -> None:
         if self._requests:
-            MPI.Request.Waitall(self._requests)
+            waitall(self._requests)
         u = self.array.local_with_halo
         xp = self.array.device.xp
         for _, ghost, _, rbuf in self._exchanges:

@@ -16,16 +16,43 @@ Run with ``mpiexec -n 4 python example.py``::
 """
 from __future__ import annotations
 
+import functools
 import math
+import operator
+import pickle
 from typing import Sequence
 
+import numpy as np
 from mpi4py import MPI
 
 from .comm_hooks import observed
+from .waiting import polite, wait, waitall
 
 __all__ = ["Team", "ProcessGrid", "block_range", "block_owner"]
 
 _WORLD = None
+
+
+def _pymax(a, b):
+    return np.maximum(a, b) if isinstance(a, np.ndarray) or isinstance(b, np.ndarray) else max(a, b)
+
+
+def _pymin(a, b):
+    return np.minimum(a, b) if isinstance(a, np.ndarray) or isinstance(b, np.ndarray) else min(a, b)
+
+
+# MPI's predefined reductions as Python functions, for the polite object collectives
+# (a list of pairs: MPI.Op objects compare by handle but are not hashable)
+_PY_OPS = [(MPI.SUM, operator.add), (MPI.PROD, operator.mul), (MPI.MAX, _pymax), (MPI.MIN, _pymin),
+           (MPI.LAND, lambda a, b: a and b), (MPI.LOR, lambda a, b: a or b),
+           (MPI.BAND, operator.and_), (MPI.BOR, operator.or_), (MPI.BXOR, operator.xor)]
+
+
+def _py_op(op):
+    """The Python function for a predefined MPI reduction, or ``op`` itself if it is callable."""
+    if isinstance(op, MPI.Op):
+        return next((f for o, f in _PY_OPS if o == op), None)
+    return op if callable(op) else None
 
 
 def block_range(n: int, parts: int, index: int) -> tuple[int, int]:
@@ -143,53 +170,60 @@ class Team:
     # names pickle Python objects, as in mpi4py.
     def barrier(self) -> None:
         """Wait for all ranks of the team. Collective."""
-        observed(self, "Barrier", 0, self.comm.Barrier)
+        observed(self, "Barrier", 0, _blocking(self.comm.Ibarrier) if polite() else self.comm.Barrier)
 
     def bcast(self, obj, root: int = 0):
         """Broadcast a Python object from ``root``. Collective."""
-        return observed(self, "bcast", 0, self.comm.bcast, obj, root=root)
+        return observed(self, "bcast", 0, self._pbcast if polite() else self.comm.bcast, obj, root=root)
 
     def Bcast(self, buf, root: int = 0) -> None:
         """Broadcast a buffer in place from ``root``. Collective."""
-        observed(self, "Bcast", _nbytes(buf), self.comm.Bcast, buf, root=root)
+        observed(self, "Bcast", _nbytes(buf), _blocking(self.comm.Ibcast) if polite() else self.comm.Bcast,
+                 buf, root=root)
 
     def allreduce(self, obj, op=MPI.SUM):
         """Reduce Python objects (numbers, small arrays) onto every rank. Collective."""
-        return observed(self, "allreduce", 0, self.comm.allreduce, obj, op=op)
+        return observed(self, "allreduce", 0, self._pallreduce if polite() else self.comm.allreduce, obj, op=op)
 
     def Allreduce(self, sendbuf, recvbuf, op=MPI.SUM) -> None:
         """Reduce buffers onto every rank (``sendbuf`` may be ``MPI.IN_PLACE``). Collective."""
-        observed(self, "Allreduce", _nbytes(recvbuf), self.comm.Allreduce, sendbuf, recvbuf, op=op)
+        observed(self, "Allreduce", _nbytes(recvbuf),
+                 _blocking(self.comm.Iallreduce) if polite() else self.comm.Allreduce, sendbuf, recvbuf, op=op)
 
     def allgather(self, obj) -> list:
         """Gather one Python object from each rank onto every rank. Collective."""
-        return observed(self, "allgather", 0, self.comm.allgather, obj)
+        return observed(self, "allgather", 0, self._pallgather if polite() else self.comm.allgather, obj)
 
     def gather(self, obj, root: int = 0):
         """Gather one Python object from each rank onto ``root``. Collective."""
-        return observed(self, "gather", 0, self.comm.gather, obj, root=root)
+        return observed(self, "gather", 0, self._pgather if polite() else self.comm.gather, obj, root=root)
 
     def Allgather(self, sendbuf, recvbuf) -> None:
         """Gather equal-sized buffers onto every rank. Collective."""
-        observed(self, "Allgather", _nbytes(recvbuf), self.comm.Allgather, sendbuf, recvbuf)
+        observed(self, "Allgather", _nbytes(recvbuf),
+                 _blocking(self.comm.Iallgather) if polite() else self.comm.Allgather, sendbuf, recvbuf)
 
     def Alltoallv(self, sendspec, recvspec) -> None:
         """All-to-all exchange of variable-sized blocks (``[buf, counts, displs, type]``). Collective."""
-        observed(self, "Alltoallv", _nbytes(sendspec[0]), self.comm.Alltoallv, sendspec, recvspec)
+        observed(self, "Alltoallv", _nbytes(sendspec[0]),
+                 _blocking(self.comm.Ialltoallv) if polite() else self.comm.Alltoallv, sendspec, recvspec)
 
     def Alltoallw(self, sendspec, recvspec) -> None:
         """All-to-all exchange with per-peer datatypes (``[buf, counts, displs, types]``). Collective."""
-        observed(self, "Alltoallw", _nbytes(sendspec[0]), self.comm.Alltoallw, sendspec, recvspec)
+        observed(self, "Alltoallw", _nbytes(sendspec[0]),
+                 _blocking(self.comm.Ialltoallw) if polite() else self.comm.Alltoallw, sendspec, recvspec)
 
     def Sendrecv(self, sendbuf, dest: int, recvbuf, source: int, sendtag: int = 0, recvtag: int = 0) -> None:
         """Send to ``dest`` while receiving from ``source``. Point-to-point."""
-        observed(self, "Sendrecv", _nbytes(sendbuf), self.comm.Sendrecv, sendbuf, dest, sendtag,
+        observed(self, "Sendrecv", _nbytes(sendbuf), self._psendrecv if polite() else self.comm.Sendrecv,
+                 sendbuf, dest, sendtag,
                  recvbuf, source, recvtag)
 
     def Allgatherv(self, sendbuf, recvspec) -> None:
         """Gather variable-sized buffers onto every rank (``recvspec``: ``[buf, counts, displs,
         type]``). Collective."""
-        observed(self, "Allgatherv", _nbytes(recvspec), self.comm.Allgatherv, sendbuf, recvspec)
+        observed(self, "Allgatherv", _nbytes(recvspec),
+                 _blocking(self.comm.Iallgatherv) if polite() else self.comm.Allgatherv, sendbuf, recvspec)
 
     def Ibcast(self, buf, root: int = 0):
         """Start broadcasting a buffer in place from ``root``; returns the request to hand to
@@ -200,6 +234,40 @@ class Team:
         """Complete a request started on this team (e.g. by :meth:`Ibcast`); ``None`` is ignored.
         Blocks until this rank's part is done."""
         observed(self, "Wait", 0, _wait, request)
+
+    # ------------------------------------------------------------------ polite object collectives
+    # Pickled collectives built on non-blocking buffer collectives, for oversubscribed runs (see
+    # runtime.waiting); same results as mpi4py's, reductions applied in rank order.
+    def _pallgather(self, obj) -> list:
+        data = np.frombuffer(pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL), dtype=np.uint8)
+        sizes = np.empty(self.size, dtype=np.int64)
+        wait(self.comm.Iallgather(np.array([data.size], dtype=np.int64), sizes))
+        displs = np.concatenate(([0], np.cumsum(sizes)[:-1]))
+        out = np.empty(int(sizes.sum()), dtype=np.uint8)
+        wait(self.comm.Iallgatherv(data, [out, sizes.tolist(), displs.tolist(), MPI.BYTE]))
+        return [pickle.loads(out[d:d + n].tobytes()) for d, n in zip(displs, sizes)]
+
+    def _pallreduce(self, obj, op=MPI.SUM):
+        fn = _py_op(op)
+        if fn is None:                       # a user-defined MPI.Op: mpi4py's own path
+            return self.comm.allreduce(obj, op=op)
+        return functools.reduce(fn, self._pallgather(obj))
+
+    def _pbcast(self, obj, root: int = 0):
+        data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL) if self.rank == root else b""
+        n = np.array([len(data)], dtype=np.int64)
+        wait(self.comm.Ibcast(n, root=root))
+        buf = np.frombuffer(data, dtype=np.uint8).copy() if self.rank == root else np.empty(int(n[0]), np.uint8)
+        wait(self.comm.Ibcast(buf, root=root))
+        return obj if self.rank == root else pickle.loads(buf.tobytes())
+
+    def _pgather(self, obj, root: int = 0):
+        out = self._pallgather(obj)
+        return out if self.rank == root else None
+
+    def _psendrecv(self, sendbuf, dest, sendtag, recvbuf, source, recvtag) -> None:
+        reqs = [self.comm.Irecv(recvbuf, source, recvtag), self.comm.Isend(sendbuf, dest, sendtag)]
+        waitall(reqs)
 
     def free(self) -> None:
         """Release the communicator (not for the world team). Collective."""
@@ -281,8 +349,14 @@ def grid_shape(size: int, dims: int | Sequence[int]) -> tuple[int, ...]:
 
 
 def _wait(request) -> None:
-    if request is not None:
-        request.Wait()
+    wait(request)
+
+
+def _blocking(start):
+    """A blocking collective made of its non-blocking start and a polite wait."""
+    def call(*args, **kwargs):
+        wait(start(*args, **kwargs))
+    return call
 
 
 def _nbytes(buf) -> int:

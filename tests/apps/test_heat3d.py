@@ -1,26 +1,28 @@
 """heat3d against independent references: the analytic decay, a serial NumPy (np.roll) solver, and
-the same run at 1-4 ranks; its HDF5 output read back serially."""
+the same run at 1-4 ranks; its HDF5 output read back serially; the [solver] keys (halo depth,
+backend) giving identical fields, and their validation."""
 import math
-import sys
 import tomllib
 
 import h5py
 import numpy as np
 import pytest
 
-from conftest import HPCSUITE
+from helpers import HPCSUITE
 from hpcsuite import deck as dk
 from hpcsuite.apprunner import load_app
+from hpcsuite.runtime import gpu_status
 
 heat3d = load_app("heat3d")
 
 MODES = [[1, 1, 1, 1.0], [2, 0, 1, 0.5]]
 
 
-def make_deck(n, t_end=0.02, lengths=(1.0, 1.0, 1.0), out="", dims=(0, 0, 0), modes=MODES):
-    text = f"""[app]\nname = "heat3d"\n[grid]\nnx = {n[0]}\nny = {n[1]}\nnz = {n[2]}
+def make_deck(n, t_end=0.02, lengths=(1.0, 1.0, 1.0), out="", dims=(0, 0, 0), modes=MODES, solver="",
+              app=""):
+    text = f"""[app]\nname = "heat3d"\n{app}\n[grid]\nnx = {n[0]}\nny = {n[1]}\nnz = {n[2]}
 lx = {lengths[0]}\nly = {lengths[1]}\nlz = {lengths[2]}\n[time]\nt_end = {t_end}
-[initial]\nmodes = {modes}\n[decomposition]\ndims = {list(dims)}\n[output]\nfile = "{out}"\n"""
+[initial]\nmodes = {modes}\n[decomposition]\ndims = {list(dims)}\n[solver]\n{solver}\n[output]\nfile = "{out}"\n"""
     return dk.parse(tomllib.loads(text), heat3d.SCHEMA, "test.toml"), text
 
 
@@ -106,3 +108,56 @@ def test_hdf5_file_equals_gathered_field(team, shared_tmp):
             assert f.attrs["t"] == 0.001
         assert sorted(p.name for p in shared_tmp.iterdir()) == ["heat.h5"]
     team.barrier()
+
+
+@pytest.mark.mpi
+def test_halo_depths_and_backends_give_the_same_field(team):
+    n = (12, 9, 8)                    # blocks of >= 4 cells along every split at 1-4 ranks
+    fields = {}
+    for key in ("depth = 1", "depth = 2", "depth = 4", "depth = 0", 'depth = 3\nbackend = "strict"',
+                'depth = 1\nbackend = "cpu"'):
+        deck, _ = make_deck(n, t_end=0.003, solver=key)
+        heat3d.check(deck, team)
+        res = heat3d.simulate(deck, team)
+        fields[key] = res.field
+        assert res.exchanges == -(-res.steps // res.depth)
+        if key.startswith("depth = 0"):
+            smallest = min(c // r for c, r in zip(n, res.grid))
+            assert res.depth in (1, 2, 4, 8) and res.depth <= smallest
+        else:
+            assert res.depth == int(key.split()[2])
+        assert res.backend == ("strict" if "strict" in key else "cpu")
+    ref = numpy_reference(n, (1, 1, 1), res.steps, res.dt)
+    for key, f in fields.items():
+        assert np.array_equal(f, fields["depth = 1"]), key
+        assert np.allclose(f, ref[tuple(slice(s, s + b) for s, b in zip(res.starts, f.shape))], rtol=0, atol=1e-13)
+
+
+def test_solver_keys_are_validated(team):
+    cases = [
+        ("depth = 9", "", "[solver] depth = 9 is larger than the smallest block (8 cells along x"),
+        ("depth = -1", "", "[solver] depth must be a non-negative integer, got -1"),
+        ('backend = "tpu"', "", "[solver] backend must be one of 'auto', 'cpu', 'gpu', 'strict', got 'tpu'"),
+        ('backend = "gpu"', "", "[solver] backend = 'gpu' needs [app] device = 'gpu'"),
+        ('backend = "strict"', 'device = "gpu"', "[solver] backend = 'strict' runs on the CPU"),
+    ]
+    if not gpu_status()[0]:
+        cases.append(("", 'device = "gpu"', "[app] device = 'gpu' but no GPU is usable here"))
+    for solver, app, msg in cases:
+        with pytest.raises(dk.DeckError) as info:
+            deck, _ = make_deck((8, 8, 8), solver=solver, app=app)
+            heat3d.check(deck, team)
+        assert str(info.value).startswith("test.toml: ") and msg in str(info.value), str(info.value)
+    deck, _ = make_deck((8, 8, 8), solver="depth = 8")
+    heat3d.check(deck, team)                                     # the largest depth that fits
+
+
+def test_bad_depth_at_two_ranks_exits_2_with_one_line(run, tmp_path):
+    _, text = make_deck((8, 8, 8), solver="depth = 5")
+    deck = tmp_path / "deep.toml"
+    deck.write_text(text)
+    p = run([HPCSUITE, "run", deck], nranks=2, timeout=60)
+    assert p.returncode == 2, p.stderr
+    assert p.stderr.strip() == (f"hpcsuite: error: {deck}: [solver] depth = 5 is larger than the smallest block "
+                                "(4 cells along x per rank on the 2x1x1 process grid): the halo must come from "
+                                "the next rank alone; use depth <= 4 or 0 (auto)")

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import HPCSUITE, ROOT
+from helpers import HPCSUITE, ROOT
 
 NEEDED = ("slurmctld", "slurmd", "munged", "sbatch")
 missing = [b for b in NEEDED if shutil.which(b) is None]
