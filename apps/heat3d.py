@@ -18,12 +18,15 @@ from __future__ import annotations
 import math
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 
 from hpcsuite import deck as dk
+from hpcsuite import pgas
+from hpcsuite.runtime import (EXIT_CHECKPOINTED, CheckpointRequest, InputError, Timers, gpu_status,
+                              grid_shape)
 from hpcsuite.runtime.h5io import write_blocks_hdf5
-from hpcsuite.runtime import Timers, gpu_status, grid_shape
 from hpcsuite.solvers import StencilSolver, heat_coeffs
 
 NAME = "heat3d"
@@ -65,6 +68,11 @@ SCHEMA = dk.Schema({
     },
     "output": {
         "file": dk.Str(default="heat3d.h5", help="HDF5 file for the final field; \"\" = none"),
+        "checkpoint": dk.Str(default="", help="checkpoint file (HDF5); \"\" = no checkpoints. A run that "
+                             "finds it continues from it"),
+        "checkpoint_every": dk.Int(default=0, min=0, help="also checkpoint every N steps (0 = only when "
+                                   "asked: SIGUSR1, e.g. the batch job's time-limit warning)"),
+        "check_interval": dk.Int(default=10, min=1, help="steps between checks for a checkpoint request"),
     },
 }, doc={"app": "which application", "grid": "cells and domain size", "time": "explicit Euler stepping",
         "initial": "sum of plane sine waves", "decomposition": "process grid",
@@ -177,8 +185,35 @@ def simulate(deck, team, progress=None) -> Result:
         return exact(deck, [(np.arange(s.start, s.stop) + 0.5) * h[d] for d, s in enumerate(slices)], 0.0)
 
     timers = Timers(sync=solver.backend.synchronize if backend == "gpu" else None)
-    u = solver.run(initial, steps, progress=_TimeProgress(progress, dt) if progress is not None else None,
-                   timers=timers)
+    prog = _TimeProgress(progress, dt) if progress is not None else None
+    ckpt = deck.output.checkpoint
+    u, done = (_restart(ckpt, team, n, deck) if ckpt else (None, 0))
+    if progress is not None and done:
+        progress.update(done)
+    if not ckpt:
+        u = solver.run(initial, steps, progress=prog, timers=timers)
+    else:
+        # advance in segments; between them, agree on whether a checkpoint is due (a requested
+        # one ends the run with EXIT_CHECKPOINTED; the job script requeues it)
+        req = CheckpointRequest(team, start=done)
+        every = deck.output.checkpoint_every
+        try:
+            while done < steps:
+                seg = min(steps - done, deck.output.check_interval)
+                if every:
+                    seg = min(seg, every - done % every)
+                nxt = solver.run(u if u is not None else initial, seg, progress=prog, timers=timers)
+                if u is not None:
+                    u.free()
+                u, done = nxt, done + seg
+                asked = req.due(done - 1)
+                if done < steps and (asked or (every and done % every == 0)):
+                    _save_checkpoint(ckpt, u, done, deck)
+                    if asked:
+                        u.free()
+                        raise Checkpointed(done)
+        finally:
+            req.close()
     field = np.array(u.device.to_host(u.local))          # a copy: u's memory goes back to the pool
     slices = u.local_slices
     coords = [(np.arange(s.start, s.stop) + 0.5) * h[d] for d, s in enumerate(slices)]
@@ -198,6 +233,33 @@ def simulate(deck, team, progress=None) -> Result:
                   depth=st.depth, exchanges=st.exchanges, messages=st.messages, backend=backend)
 
 
+class Checkpointed(Exception):
+    """The run stopped after writing a checkpoint at step ``step`` (it will be continued)."""
+
+    def __init__(self, step: int):
+        super().__init__(f"checkpoint written at step {step}")
+        self.step = step
+
+
+def _save_checkpoint(path, u, step: int, deck) -> None:
+    """The field and the step count, written atomically (collective)."""
+    pgas.save_hdf5(u, path, "u", attrs={"step": step, "t_end": deck.time.t_end,
+                                        "shape": np.array(u.shape)})
+
+
+def _restart(path, team, n, deck):
+    """``(field, step)`` from a checkpoint if the file exists, else ``(None, 0)``. Collective."""
+    exists = team.bcast(Path(path).is_file() if team.rank == 0 else None)
+    if not exists:
+        return None, 0
+    u = pgas.load_hdf5(path, "u", dist=(pgas.BLOCKED,) * 3, team=team)
+    if u.shape != n:
+        raise InputError(f"{path}: the checkpoint holds a {u.shape} field, the deck asks for {n}")
+    import h5py
+    step = team.bcast(int(h5py.File(path, "r")["u"].attrs["step"]) if team.rank == 0 else None)
+    return u, step
+
+
 def steps_and_dt(deck) -> tuple[int, float]:
     """The number of steps and the step actually used (``t_end`` is hit exactly)."""
     dt = deck.time.dt or deck.time.safety * stability_limit(deck)
@@ -213,8 +275,15 @@ def run(deck, ctx) -> int:
     log.info(f"{n[0]}x{n[1]}x{n[2]} cells on {team.size} rank(s); {steps} steps of dt = {dt:.4g} "
              f"to t = {deck.time.t_end:g}")
     t0 = time.perf_counter()
-    with log.progress(steps, unit="step") as bar:
-        res = simulate(deck, team, bar)
+    if deck.output.checkpoint and team.bcast(Path(deck.output.checkpoint).is_file() if team.rank == 0 else None):
+        log.info(f"continuing from the checkpoint {deck.output.checkpoint}")
+    try:
+        with log.progress(steps, unit="step") as bar:
+            res = simulate(deck, team, bar)
+    except Checkpointed as c:
+        log.result(f"checkpointed at step {c.step} of {steps} to {deck.output.checkpoint}; run again "
+                   f"(the job script requeues) to continue")
+        return EXIT_CHECKPOINTED
     wall = time.perf_counter() - t0
     summary = res.timers.summary(team)
     auto = f" (auto, chosen in {summary['tune']['max']:.3f} s)" if "tune" in summary else ""
@@ -231,6 +300,9 @@ def run(deck, ctx) -> int:
                  "process_grid": np.array(res.grid), "halo_depth": res.depth, "backend": res.backend}
         write_blocks_hdf5(deck.output.file, team, n, res.starts, {"u": res.field}, attrs)
         log.info(f"wrote {deck.output.file} (dataset 'u', shape {n})")
+    if deck.output.checkpoint and team.rank == 0:
+        Path(deck.output.checkpoint).unlink(missing_ok=True)     # finished: nothing to continue
+    team.barrier()
     return 0
 
 

@@ -39,6 +39,7 @@ hpcsuite_step() {
   done
   if [ "$rc" -eq "$HPCSUITE_CHECKPOINTED" ]; then
     echo "hpcsuite: step checkpointed; requeueing job $SLURM_JOB_ID"
+    # (SLURM starts a requeued job again after a delay of about two minutes)
     scontrol requeue "$SLURM_JOB_ID" && exit 0
     echo "hpcsuite: requeue failed; resubmit this script to continue from the checkpoint" >&2
   fi

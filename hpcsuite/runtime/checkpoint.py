@@ -40,15 +40,20 @@ class CheckpointRequest:
         next agreement point.
     signum : int
         The signal to listen for (default SIGUSR1).
+    start : int
+        Steps already done when the run began (after a restart), so that a drill step
+        (``HPCSUITE_CHECKPOINT_AT_STEP``) already passed is not requested again.
     """
 
-    def __init__(self, team, every: int = 1, signum: int = signal.SIGUSR1):
+    def __init__(self, team, every: int = 1, signum: int = signal.SIGUSR1, start: int = 0):
         if every < 1:
             raise ValueError(f"every must be >= 1, got {every}")
         self.team, self.every, self._flag = team, every, False
-        # HPCSUITE_CHECKPOINT_AT_STEP=N: request a checkpoint at step N (for tests and drills)
+        # HPCSUITE_CHECKPOINT_AT_STEP=N: request a checkpoint at the first check at or after step N
+        # (for tests and drills; a run restarted past N is not asked again)
         at = os.environ.get("HPCSUITE_CHECKPOINT_AT_STEP", "")
         self._at = int(at) if at.isdigit() else None
+        self._done = start          # steps completed when the previous check happened
         try:
             self._previous = signal.signal(signum, self._handler)
             self._signum = signum
@@ -65,9 +70,9 @@ class CheckpointRequest:
     def due(self, step: int) -> bool:
         """Whether to checkpoint after ``step``. Collective every ``every`` steps (an allreduce),
         local and ``False`` in between."""
-        if self._at is not None and step + 1 == self._at:
+        if self._at is not None and self._done < self._at <= step + 1:
             self._flag = True
-            self._at = None
+        self._done = step + 1
         if (step + 1) % self.every:
             return False
         from mpi4py import MPI

@@ -5,11 +5,12 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
-from helpers import HPCSUITE, ROOT
+from helpers import HPCSUITE, ROOT, run_cmd
 
 NEEDED = ("slurmctld", "slurmd", "munged", "sbatch")
 missing = [b for b in NEEDED if shutil.which(b) is None]
@@ -98,3 +99,120 @@ def test_requests_that_cannot_fit_and_bad_scripts_are_refused_before_queueing(cl
     assert r.returncode == 2 and "not queued" in r.stderr and "bad.sbatch:4" in r.stderr
     q = sh(["squeue", "-h"], env, tmp_path)
     assert q.stdout.strip() == ""          # nothing was queued
+
+
+def _wait_gone(job: str, env, cwd, timeout: float = 240, hurry_requeue: bool = False) -> None:
+    """Poll until ``job`` left the queue. With ``hurry_requeue``, a requeued (pending) job is told
+    to start now instead of after SLURM's requeue delay of about two minutes (test-only speed-up)."""
+    t0 = time.time()
+    while time.time() - t0 < timeout:
+        st = sh(["squeue", "-h", "-j", job, "-o", "%T|%r"], env, cwd).stdout.strip()
+        if not st:
+            return
+        if hurry_requeue and st.startswith("PENDING"):
+            sh(["scontrol", "update", f"JobId={job}", "StartTime=now"], env, cwd)
+        time.sleep(0.5)
+    raise AssertionError(f"job {job} still queued after {timeout} s")
+
+
+CKPT_DECK = """[app]
+name = "heat3d"
+[grid]
+nx = 32
+ny = 32
+nz = 32
+[time]
+t_end = 0.4
+[solver]
+depth = 1
+[output]
+file = "{out}"
+checkpoint = "{ckpt}"
+check_interval = 5
+"""
+
+
+def test_time_limit_warning_checkpoints_requeues_and_finishes_identically(cluster, tmp_path):
+    env, _ = cluster
+    env = dict(env, HPCSUITE_PROGRESS_INTERVAL="1")
+    deck = tmp_path / "ck.toml"
+    deck.write_text(CKPT_DECK.format(out=tmp_path / "u.h5", ckpt=tmp_path / "ck.h5"))
+    p = sh(["sbatch", "--parsable", ROOT / "jobscripts/heat3d.sbatch", deck], env, tmp_path)
+    job = p.stdout.strip().split(";")[0]
+    log = tmp_path / f"heat3d-{job}.out"
+    t0 = time.time()
+    while "heat3d: step " not in (log.read_text() if log.exists() else ""):
+        assert time.time() - t0 < 120, "the job never started stepping"
+        time.sleep(0.3)
+    # what SLURM sends at --signal=B:USR1@120 before the time limit
+    assert sh(["scancel", "--batch", "--signal=USR1", job], env, tmp_path).returncode == 0
+    _wait_gone(job, env, tmp_path, hurry_requeue=True)
+    text = log.read_text()
+    assert "checkpointed at step" in text and "requeueing job" in text, text
+    assert "restart count 1" in text and "continuing from the checkpoint" in text, text
+    assert "wrote " in text and not (tmp_path / "ck.h5").exists()
+    # the same deck run without interruption gives the identical field
+    ref = tmp_path / "ref.toml"
+    ref.write_text(CKPT_DECK.format(out=tmp_path / "ref.h5", ckpt=""))
+    r = run_cmd([HPCSUITE, "run", "-q", ref], nranks=4, timeout=300)
+    assert r.returncode == 0, r.stderr
+    import h5py
+    import numpy as np
+    with h5py.File(tmp_path / "u.h5") as a, h5py.File(tmp_path / "ref.h5") as b:
+        assert np.array_equal(a["u"][...], b["u"][...])
+
+
+TUNE_DECK = """[app]
+name = "tune"
+[tune]
+target = "cholesky"
+tolerance = 0.1
+[problem]
+n = 96
+[space]
+block = [8, 16, 32, 48]
+variant = ["bcast", "ring"]
+"""
+
+
+def test_tuning_sweep_as_job_array_then_collect_after_ok(cluster, tmp_path):
+    env, _ = cluster
+    deck = tmp_path / "tune.toml"
+    deck.write_text(TUNE_DECK)
+    out = tmp_path / "sweep"
+    script = tmp_path / "tune.sbatch"
+    r = sh([HPCSUITE, "jobscript", "tune", "--ntasks-per-node", "2", "--array", "0-1", "--time", "10",
+            "--deck", deck, "-o", script], env, tmp_path)
+    assert r.returncode == 0, r.stderr
+    arr = sh([HPCSUITE, "submit", script, deck, out], env, tmp_path)
+    assert arr.returncode == 0, arr.stderr
+    col = sh([HPCSUITE, "submit", ROOT / "jobscripts/tune-collect.sbatch", out, "--after-ok",
+              arr.stdout.strip(), "--wait"], env, tmp_path)
+    assert col.returncode == 0, (col.stderr, [p.read_text() for p in tmp_path.glob("*.out")])
+    parts = sorted(out.glob("part-*.json"))
+    assert [p.name for p in parts] == ["part-0.json", "part-1.json"]
+    import json
+    best = json.loads((out / "best.json").read_text())
+    assert len(best["results"]) == 8                       # every configuration, split over 2 tasks
+    ok = [r for r in best["results"] if r["status"] == "ok"]
+    assert best["best_config"] == min(ok, key=lambda r: r["predicted_time"])["config"]
+    for a in ("0", "1"):
+        log = (tmp_path / f"tune-{arr.stdout.strip()}_{a}.out").read_text()
+        assert "on 2 rank(s)" in log, log
+
+
+def test_eigen_template_runs_on_4_ranks(cluster, tmp_path):
+    env, _ = cluster
+    p = sh(["sbatch", "--wait", "--parsable", ROOT / "jobscripts/eigen.sbatch",
+            ROOT / "inputs/eigen_laplacian.toml"], env, tmp_path)
+    assert p.returncode == 0, p.stderr
+    log = (tmp_path / f"eigen-{p.stdout.strip().split(';')[0]}.out").read_text()
+    assert "on 4 rank(s)" in log and (tmp_path / "out/eigen_laplacian.json").is_file(), log
+
+
+def test_every_template_names_an_existing_default_deck():
+    import re
+    for path in sorted((ROOT / "jobscripts").glob("*.sbatch")):
+        m = re.search(r"^deck=\$\{1:-([^}]*)\}", path.read_text(), re.M)
+        if m:
+            assert (ROOT / m.group(1)).is_file(), (path.name, m.group(1))
