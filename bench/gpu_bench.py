@@ -1,0 +1,147 @@
+"""The GPU path against the CPU on the same machine: stencil kernels, the deep-halo stencil solver,
+distributed SpMM and LOBPCG, and (when present) the LES time step. One process, one GPU.
+
+    python bench/gpu_bench.py            # every part; prints a table of times and GPU/CPU ratios
+    python bench/gpu_bench.py --quick    # smaller sizes (a functional run, e.g. on a CPU machine)
+
+The CPU side uses all of this machine's cores (numba threads, multithreaded BLAS), so the ratio is
+"one GPU against one full CPU node". Each time is the median of several runs after a warm-up, with
+the GPU synchronised before the clock stops. Without a usable GPU every GPU row says why and only
+the CPU times are printed, so the script also runs (and is tested) on CPU-only machines.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+
+import numpy as np
+
+from hpcsuite.accel import get_backend, kernels
+from hpcsuite.runtime import Team, gpu_status
+from hpcsuite.solvers import DistCSR, StencilSolver, heat_coeffs, lobpcg
+
+
+def median_time(fn, sync, repeat: int = 5, warmup: int = 1) -> float:
+    for _ in range(warmup):
+        fn()
+    sync()
+    ts = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        sync()
+        ts.append(time.perf_counter() - t0)
+    return statistics.median(ts)
+
+
+def stencil_kernel(backend: str, n: int):
+    be = get_backend(backend)
+    u = be.asarray(np.random.default_rng(0).random((n + 2, n + 2, n + 2)))
+    out = be.zeros(u.shape)
+    c = heat_coeffs(1.0, 1e-6, (1 / n,) * 3)
+    reg = ((1, n + 1),) * 3
+    t = median_time(lambda: kernels.stencil7(u, out, *c, region=reg), be.synchronize)
+    return n ** 3 / t                                     # lattice updates per second
+
+
+def stencil_solver(backend: str, n: int, steps: int):
+    team = Team.world()
+    s = StencilSolver((n, n, n), "7", heat_coeffs(1.0, 1e-6, (1 / n,) * 3), team=team, depth=1,
+                      backend=backend)
+    from hpcsuite import pgas
+    u0 = pgas.zeros((n, n, n), team=team)
+    u0.local[...] = np.random.default_rng(1).random(u0.local.shape)
+    be = get_backend(backend)
+    t = median_time(lambda: s.run(u0, steps), be.synchronize, repeat=3)
+    return n ** 3 * steps / t
+
+
+def laplacian3d(m: int):
+    import scipy.sparse as sp
+    one = sp.diags([-np.ones(m - 1), 2 * np.ones(m), -np.ones(m - 1)], [-1, 0, 1])
+    eye = sp.identity(m)
+    return (sp.kron(sp.kron(one, eye), eye) + sp.kron(sp.kron(eye, one), eye)
+            + sp.kron(sp.kron(eye, eye), one)).tocsr()
+
+
+def spmm(backend: str, A, nvec: int):
+    M = DistCSR.from_scipy(A, backend=backend)
+    be = get_backend(backend)
+    X = be.asarray(np.random.default_rng(2).random((M.local_rows, nvec)))
+    t = median_time(lambda: M @ X, be.synchronize, repeat=7)
+    return 2 * A.nnz * nvec / t                           # flop/s
+
+
+def lobpcg_run(backend: str, A, k: int, iters: int):
+    M = DistCSR.from_scipy(A, backend=backend)
+    be = get_backend(backend)
+    X = np.random.default_rng(3).random((A.shape[0], k))
+    import warnings
+    with warnings.catch_warnings():          # a fixed iteration count, so "not converged" is expected
+        warnings.simplefilter("ignore")
+        t = median_time(lambda: lobpcg(M, k, X=X, maxiter=iters, tol=1e-30), be.synchronize, repeat=3)
+    return t
+
+
+def les_step(backend: str, shape, steps: int):
+    """Time per LES step (None if the LES package is not there)."""
+    try:
+        from hpcsuite.les import bench_step          # provided by hpcsuite.les when it exists
+    except Exception:                                 # noqa: BLE001
+        return None
+    return bench_step(shape, steps=steps, device=backend)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--quick", action="store_true", help="small sizes (functional check)")
+    ap.add_argument("--json", help="append results as JSON lines here")
+    args = ap.parse_args()
+    ok, why = gpu_status()
+    q = args.quick
+    rows = []
+
+    def row(name, unit, cpu, gpu, higher_is_better=True):
+        ratio = None
+        if cpu and gpu:
+            ratio = gpu / cpu if higher_is_better else cpu / gpu
+        rows.append((name, unit, cpu, gpu, ratio))
+        print(f"{name:40s} {unit:12s} cpu {cpu if cpu is None else f'{cpu:.4g}':>10} "
+              f"gpu {gpu if gpu is not None else ('n/a' if ok else 'no GPU'):>10} "
+              f"{'' if ratio is None else f'GPU {ratio:.1f}x'}", flush=True)
+
+    def both(fn, *a):
+        cpu = fn("cpu", *a)
+        gpu = fn("gpu", *a) if ok else None
+        return cpu, gpu
+
+    print(f"# gpu: {'yes' if ok else 'no (' + why + ')'}; cpu cores: {os.cpu_count()}", flush=True)
+    for n in ((64,) if q else (256, 512)):
+        row(f"stencil7 kernel {n}^3", "cell/s", *both(stencil_kernel, n))
+    for n in ((32,) if q else (256,)):
+        row(f"StencilSolver 7-pt {n}^3, 20 steps", "cell/s", *both(stencil_solver, n, 20))
+    m = 16 if q else 64
+    A = laplacian3d(m)
+    row(f"SpMM 3-D Laplacian {m}^3 x 16 vectors", "flop/s", *both(spmm, A, 16))
+    row(f"LOBPCG {m}^3 Laplacian, k=8, 20 iterations", "s", *both(lobpcg_run, A, 8, 20),
+        higher_is_better=False)
+    for shape in (((16, 16, 16),) if q else ((64, 64, 80), (512, 512, 128))):
+        cpu = les_step("cpu", shape, 2 if q else 5) if shape[0] <= 256 or not ok else None
+        gpu = les_step("gpu", shape, 2 if q else 5) if ok else None
+        if cpu is None and gpu is None:
+            print(f"LES step {shape}: hpcsuite.les.bench_step not available", flush=True)
+            continue
+        row(f"LES step {'x'.join(map(str, shape))}", "s/step", cpu, gpu, higher_is_better=False)
+    if args.json:
+        with open(args.json, "a") as f:
+            for r in rows:
+                f.write(json.dumps(dict(zip(("bench", "unit", "cpu", "gpu", "gpu_over_cpu"), r))) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,213 @@
+"""Autotuning side by side: exhaustive full runs, hpcsuite's selective search (grid, racing, warm
+model) and Optuna (TPE sampler with successive-halving pruning), in one MPI run.
+
+For the distributed Cholesky (or CholeskyQR2) configuration space of ``inputs/tune_*.toml`` it
+
+1. runs every configuration fully ``--truth-repeats`` times: the median is the *true* time, the
+   first run of each is what exhaustive autotuning costs (the reference wall time);
+2. tunes with ``hpcsuite.tune.Autotuner`` (mode ``selective``): strategy ``grid``, strategy
+   ``racing``, and ``grid`` again starting from the first search's saved statistics (a later job
+   starting warm);
+3. tunes with Optuna (ask/tell on rank 0, configurations broadcast): TPE sampler, successive-halving
+   pruner with the number of repeated full runs as the resource, ``--optuna-trials`` trials.
+
+and prints per approach: wall time, speedup over exhaustive, mean prediction error (selective
+runs), the chosen configuration and how much slower it truly is than the true best. Input
+matrices are built once per configuration before anything is timed.
+
+    mpiexec -n 2 .venv/bin/python bench/tune_search.py                 # cholesky, n = 1536
+    mpiexec -n 2 .venv/bin/python bench/tune_search.py --target cholqr --m 65536 --n 256
+
+Optuna is optional (``pip install optuna``); without it that row is skipped with a note.
+Timings on shared 2-core machines are noisy: a busy machine makes kernel times unsteady, which
+costs the selective search both speed and accuracy. Check the load before reading the numbers.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import common  # noqa: E402  (fits BLAS threads per rank)
+from mpi4py import MPI  # noqa: E402
+
+from hpcsuite.runtime import Team  # noqa: E402
+from hpcsuite.tune import Autotuner, Model, Space  # noqa: E402
+from hpcsuite.tune.execution import run_full  # noqa: E402
+from hpcsuite.tune.targets import TARGETS  # noqa: E402
+
+COMM = MPI.COMM_WORLD
+
+
+def key(cfg: dict) -> str:
+    return repr(sorted(cfg.items()))
+
+
+def say(*a) -> None:
+    if COMM.Get_rank() == 0:
+        print(*a, flush=True)
+
+
+def space_for(args) -> dict:
+    if args.target == "cholesky":
+        return {"block": args.blocks, "variant": ["bcast", "ring"], "lookahead": [0, 1]}
+    return {"panel": args.panels}
+
+
+def exhaustive(configs, programs, repeats: int):
+    """Every configuration fully, ``repeats`` times. Returns (true medians, first-run wall time)."""
+    truth, first_total = {}, 0.0
+    for cfg in configs:
+        times = [run_full(programs[key(cfg)], COMM) for _ in range(repeats)]
+        truth[key(cfg)] = statistics.median(times)
+        first_total += times[0]
+    return truth, first_total
+
+
+def selective(space, target, states, strategy: str, args, model=None):
+    t = Autotuner(space, target.run, strategy=strategy, mode="selective", tolerance=args.tolerance,
+                  confidence=args.confidence, min_samples=args.min_samples, model=model, comm=COMM,
+                  prepare=lambda cfg: states[key(cfg)])
+    t._release = lambda cfg: None        # the bench keeps the prepared inputs for every approach
+    return t.tune(), t.model
+
+
+def optuna_search(space, programs, args):
+    """TPE + successive halving (resource: repeated full runs). Rank 0 decides, all ranks run."""
+    try:
+        import optuna
+    except ImportError:
+        return None
+    rank = COMM.Get_rank()
+    study = None
+    if rank == 0:
+        optuna.logging.set_verbosity(optuna.logging.WARNING)
+        study = optuna.create_study(
+            direction="minimize", sampler=optuna.samplers.TPESampler(seed=args.seed),
+            pruner=optuna.pruners.SuccessiveHalvingPruner(min_resource=1, reduction_factor=2))
+    seen: dict = {}
+    COMM.Barrier()
+    t0 = time.perf_counter()
+    for _ in range(args.optuna_trials):
+        cfg = None
+        if rank == 0:
+            trial = study.ask()
+            cfg = {name: trial.suggest_categorical(name, values) for name, values in space.items()}
+        cfg = COMM.bcast(cfg)
+        k = key(cfg)
+        times, pruned = list(seen.get(k, [])), False
+        for step in range(len(times), args.full_repeats):
+            times.append(run_full(programs[k], COMM))
+            stop = False
+            if rank == 0:
+                trial.report(statistics.median(times), step)
+                stop = trial.should_prune()
+            if COMM.bcast(stop):
+                pruned = True
+                break
+        seen[k] = times
+        if rank == 0:
+            if pruned:
+                study.tell(trial, state=optuna.trial.TrialState.PRUNED)
+            else:
+                study.tell(trial, statistics.median(times))
+    wall = COMM.allreduce(time.perf_counter() - t0, op=MPI.MAX)
+    best = None
+    if rank == 0:
+        done = [t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]
+        best = dict(min(done, key=lambda t: t.value).params) if done else None
+    return COMM.bcast(best), wall, len(seen)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--target", choices=tuple(TARGETS), default="cholesky")
+    ap.add_argument("--n", type=int, default=1536)
+    ap.add_argument("--m", type=int, default=65536, help="rows (cholqr)")
+    ap.add_argument("--blocks", type=int, nargs="+", default=[32, 64, 128, 256])
+    ap.add_argument("--panels", type=int, nargs="+", default=[16, 32, 64, 128, 256])
+    ap.add_argument("--truth-repeats", type=int, default=3)
+    ap.add_argument("--full-repeats", type=int, default=2, help="Optuna's largest resource (full runs)")
+    ap.add_argument("--optuna-trials", type=int, default=8)
+    ap.add_argument("--tolerance", type=float, default=0.05)
+    ap.add_argument("--confidence", type=float, default=0.95)
+    ap.add_argument("--min-samples", type=int, default=3)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--json", help="append the rows as JSON lines to this file (rank 0)")
+    args = ap.parse_args()
+
+    team = Team.world()
+    problem = {"n": args.n} if args.target == "cholesky" else {"m": args.m, "n": args.n}
+    target = TARGETS[args.target](team, **problem)
+    params = space_for(args)
+    space = Space(params)
+    configs = space.grid()
+    states = {key(c): target.prepare(dict(c)) for c in configs}
+    programs = {key(c): (lambda c=c: target.run(dict(c), states[key(c)])) for c in configs}
+    say(f"# {args.target} {problem}, {len(configs)} configurations, {COMM.Get_size()} ranks, "
+        f"{common.THREADS} BLAS thread(s) per rank")
+
+    # warm-up: first-call costs (imports, plan caches) out of every approach's time
+    run_full(programs[key(configs[0])], COMM)
+    truth, t_exhaustive = exhaustive(configs, programs, args.truth_repeats)
+    true_best = min(truth.values())
+    best_cfg = min(configs, key=lambda c: truth[key(c)])
+    say(f"# true best {best_cfg}: {true_best:.4g} s; exhaustive (one full run each): {t_exhaustive:.3g} s")
+
+    rows = [("exhaustive full runs", t_exhaustive, 1.0, None, best_cfg, 0.0, None)]
+
+    def add(name, res):
+        ok = [r for r in res.results if r.status == "ok"]
+        err = statistics.mean(abs(r.predicted_time - truth[key(r.config)]) / truth[key(r.config)]
+                              for r in ok) if ok else None
+        within = truth[key(res.best_config)] / true_best - 1 if res.best_config else None
+        rows.append((name, res.tuning_wall_time_s, t_exhaustive / res.tuning_wall_time_s, err,
+                     res.best_config, within, res.skipped_fraction))
+
+    res, model = selective(space, target, states, "grid", args)
+    add("selective grid (cold)", res)
+    path = None
+    if COMM.Get_rank() == 0:
+        path = Path(tempfile.mkdtemp()) / "model.json"
+        model.save(path)
+    path = COMM.bcast(str(path) if path else None)
+    res, _ = selective(space, target, states, "racing", args)
+    add("selective racing (cold)", res)
+    warm = Model.load(path, tolerance=args.tolerance, confidence=args.confidence, min_samples=args.min_samples)
+    res, _ = selective(space, target, states, "grid", args, model=warm)
+    add("selective grid (warm model)", res)
+
+    opt = optuna_search(params, programs, args)
+    if opt is None:
+        say("# optuna not installed: pip install optuna to add the Optuna row")
+    else:
+        best, wall, distinct = opt
+        within = truth[key(best)] / true_best - 1 if best else None
+        rows.append((f"optuna TPE+SHA ({args.optuna_trials} trials, {distinct} distinct)", wall,
+                     t_exhaustive / wall, None, best, within, None))
+
+    if COMM.Get_rank() == 0:
+        print(f"\n## autotuning {args.target} {problem} ({COMM.Get_size()} ranks)")
+        print(f"{'approach':44s} {'wall s':>8s} {'speedup':>8s} {'pred err':>9s} {'skipped':>8s} "
+              f"{'chosen slower than best':>24s}  chosen")
+        for name, wall, sp, err, cfg, within, skipped in rows:
+            print(f"{name:44s} {wall:8.3g} {sp:7.2f}x {'-' if err is None else f'{100 * err:.1f}%':>9s} "
+                  f"{'-' if skipped is None else f'{100 * skipped:.0f}%':>8s} "
+                  f"{'-' if within is None else f'{100 * within:.1f}%':>24s}  {cfg}")
+        if args.json:
+            with open(args.json, "a") as f:
+                for r in rows:
+                    f.write(json.dumps({"bench": "tune_search", "target": args.target, "ranks": COMM.Get_size(),
+                                        "approach": r[0], "wall_s": r[1], "speedup": r[2], "pred_err": r[3],
+                                        "chosen": r[4], "within": r[5], "skipped": r[6]}, default=str) + "\n")
+    for s in states.values():
+        s.free()
+
+
+if __name__ == "__main__":
+    main()
