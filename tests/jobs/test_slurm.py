@@ -101,18 +101,25 @@ def test_requests_that_cannot_fit_and_bad_scripts_are_refused_before_queueing(cl
     assert q.stdout.strip() == ""          # nothing was queued
 
 
-def _wait_gone(job: str, env, cwd, timeout: float = 240, hurry_requeue: bool = False) -> None:
-    """Poll until ``job`` left the queue. With ``hurry_requeue``, a requeued (pending) job is told
-    to start now instead of after SLURM's requeue delay of about two minutes (test-only speed-up)."""
+def _wait_gone(job: str, env, cwd, timeout: float = 240, hurry_requeue: bool = False,
+               min_restarts: int = 0) -> None:
+    """Poll until ``job`` ended (a terminal state after at least ``min_restarts`` requeues). With
+    ``hurry_requeue``, a requeued (pending) job is told to start now instead of after SLURM's requeue
+    delay of about two minutes (test-only speed-up)."""
     t0 = time.time()
     while time.time() - t0 < timeout:
-        st = sh(["squeue", "-h", "-j", job, "-o", "%T|%r"], env, cwd).stdout.strip()
-        if not st:
+        out = sh(["scontrol", "show", "job", "-o", job], env, cwd).stdout
+        if not out.strip():
+            return                                 # purged: long gone
+        fields = dict(f.split("=", 1) for f in out.split() if "=" in f)
+        state, restarts = fields.get("JobState", ""), int(fields.get("Restarts", "0"))
+        if state in ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY") \
+                and restarts >= min_restarts:
             return
-        if hurry_requeue and st.startswith("PENDING"):
+        if hurry_requeue and state == "PENDING":
             sh(["scontrol", "update", f"JobId={job}", "StartTime=now"], env, cwd)
         time.sleep(0.5)
-    raise AssertionError(f"job {job} still queued after {timeout} s")
+    raise AssertionError(f"job {job} did not end within {timeout} s")
 
 
 CKPT_DECK = """[app]
@@ -146,7 +153,7 @@ def test_time_limit_warning_checkpoints_requeues_and_finishes_identically(cluste
         time.sleep(0.3)
     # what SLURM sends at --signal=B:USR1@120 before the time limit
     assert sh(["scancel", "--batch", "--signal=USR1", job], env, tmp_path).returncode == 0
-    _wait_gone(job, env, tmp_path, hurry_requeue=True)
+    _wait_gone(job, env, tmp_path, hurry_requeue=True, min_restarts=1)
     text = log.read_text()
     assert "checkpointed at step" in text and "requeueing job" in text, text
     assert "restart count 1" in text and "continuing from the checkpoint" in text, text
@@ -216,3 +223,58 @@ def test_every_template_names_an_existing_default_deck():
         m = re.search(r"^deck=\$\{1:-([^}]*)\}", path.read_text(), re.M)
         if m:
             assert (ROOT / m.group(1)).is_file(), (path.name, m.group(1))
+
+
+LES_DECK = """[app]
+name = "les"
+[case]
+kind = "bomex"
+[grid]
+nx = 12
+ny = 12
+nz = 32
+xsize = 1200.0
+ysize = 1200.0
+zsize = 3200.0
+[subgrid]
+scheme = "tke"
+[time]
+t_end = {t_end}
+[output]
+dir = "{out}"
+stats_every = 60.0
+checkpoint = "{ckpt}"
+check_interval = 1
+"""
+
+
+def test_les_template_checkpoints_on_the_time_limit_warning_and_continues_identically(cluster, tmp_path):
+    env, _ = cluster
+    env = dict(env, HPCSUITE_PROGRESS_INTERVAL="1")
+    deck = tmp_path / "les.toml"
+    deck.write_text(LES_DECK.format(t_end=900.0, out=tmp_path / "o", ckpt=tmp_path / "ck.h5"))
+    p = sh(["sbatch", "--parsable", ROOT / "jobscripts/les.sbatch", deck], env, tmp_path)
+    assert p.returncode == 0, p.stderr
+    job = p.stdout.strip().split(";")[0]
+    log = tmp_path / f"les-{job}.out"
+    t0 = time.time()
+    while "case bomex" not in (log.read_text() if log.exists() else ""):
+        assert time.time() - t0 < 120, "the job never started"
+        time.sleep(0.3)
+    time.sleep(1.0)
+    assert sh(["scancel", "--batch", "--signal=USR1", job], env, tmp_path).returncode == 0
+    _wait_gone(job, env, tmp_path, hurry_requeue=True, min_restarts=1)
+    text = log.read_text()
+    assert "on 4 rank(s)" in text and "checkpointed at t = " in text and "requeueing job" in text, text
+    assert "restart count 1" in text and "continuing from the checkpoint" in text, text
+    assert (tmp_path / "o" / "fields.h5").is_file() and not (tmp_path / "ck.h5").exists(), text
+    ref = tmp_path / "ref.toml"
+    ref.write_text(LES_DECK.format(t_end=900.0, out=tmp_path / "ref", ckpt=""))
+    r = run_cmd([HPCSUITE, "run", "-q", ref], nranks=4, timeout=300)
+    assert r.returncode == 0, r.stderr
+    import h5py
+    import numpy as np
+    with h5py.File(tmp_path / "o" / "fields.h5") as a, h5py.File(tmp_path / "ref" / "fields.h5") as b:
+        assert set(a) == set(b)
+        for k in a:
+            assert np.array_equal(a[k][...], b[k][...]), k

@@ -1,0 +1,84 @@
+"""LES time step on the CPU: cell updates per second (per core) for the 2nd- and 5th-order advection
+schemes, and the share of each part of a step (advection, subgrid, pressure, halos, ...).
+
+The case is BOMEX-like (every physics term: surface, moist thermodynamics, TKE closure, Coriolis,
+subsidence, radiation) on the reference 64 x 64 x 80 grid by default. Each number is the median of
+several steps (each step's time the slowest rank's, started together after a barrier); the part
+times are the slowest rank's totals over those steps. Strong scaling: run at 1 and 2 ranks and
+compare the "per step" column (the machine has 2 cores; 4 ranks are oversubscribed).
+
+    mpiexec -n 1 python bench/les_step.py
+    mpiexec -n 2 python bench/les_step.py
+    mpiexec -n 2 python bench/les_step.py --shape 128 128 80 --steps 5
+    python bench/les_step.py --device gpu --shape 512 512 128      # on a GPU machine
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from common import COMM, THREADS, Table  # noqa: E402
+
+from hpcsuite.les.model import bomex_like  # noqa: E402
+from hpcsuite.runtime import Team, Timers  # noqa: E402
+
+SHOWN = ("advection", "subgrid", "pressure", "halos", "thermo", "other")
+
+
+def measure(shape, scheme: str, steps: int, device: str):
+    team = Team.world()
+    timers = Timers()
+    m = bomex_like(shape, team, device=device, scheme=scheme, timers=timers)
+    sync = m.store.arrays["u"].device.synchronize
+    if device == "gpu":
+        timers._sync = sync
+    m.step()
+    m.step()                          # warm-up: plans, FFT caches, first-touch
+    timers.total.clear()
+    timers.calls.clear()
+    samples = []
+    for _ in range(steps):
+        sync()
+        team.barrier()
+        t0 = time.perf_counter()
+        m.step()
+        sync()
+        samples.append(team.allreduce(time.perf_counter() - t0, op=__import__("mpi4py").MPI.MAX))
+    summary = timers.summary(team)
+    m.free()
+    per_step = statistics.median(samples)
+    parts = {k: v["max"] for k, v in summary.items()}
+    total = sum(parts.values())
+    grouped = {k: parts.get(k, 0.0) for k in SHOWN[:-1]}
+    grouped["other"] = total - sum(grouped.values())
+    return per_step, {k: v / total for k, v in grouped.items()}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--shape", type=int, nargs=3, default=[64, 64, 80], metavar=("NX", "NY", "NZ"))
+    ap.add_argument("--steps", type=int, default=5)
+    ap.add_argument("--schemes", nargs="+", default=["2nd", "5th"], choices=["2nd", "5th"])
+    ap.add_argument("--device", default="cpu", choices=["cpu", "gpu"])
+    args = ap.parse_args()
+    shape = tuple(args.shape)
+    cells = shape[0] * shape[1] * shape[2]
+    size = COMM.Get_size()
+    tab = Table(f"LES step, BOMEX-like {'x'.join(map(str, shape))}, {args.device}, median of {args.steps} "
+                f"(threads per rank {THREADS})",
+                ["scheme", "s/step", "Mcell/s", "Mcell/s/rank"] + [f"%{k}" for k in SHOWN])
+    for scheme in args.schemes:
+        per_step, shares = measure(shape, scheme, args.steps, args.device)
+        rate = cells / per_step / 1e6
+        tab.add(scheme, per_step, rate, rate / size, *(round(100 * shares[k], 1) for k in SHOWN))
+    tab.show()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

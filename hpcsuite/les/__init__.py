@@ -1,0 +1,15 @@
+"""A DALES-style large-eddy simulation on the PGAS arrays (see ``shared/notes/les.md``).
+
+Modules, one job each: ``grid`` (staggered grid, rank blocks), ``state`` (fields, step context),
+``advection``, ``pressure``, ``timestep`` (RK3, adaptive dt), ``model`` (the loop), ``io``
+(fields, cross-sections, checkpoints) -- the dynamics; ``thermo``, ``subgrid``, ``surface``,
+``forcings``, ``cases``, ``statistics``, ``plot`` -- the physics. Import the modules directly
+(``from hpcsuite.les import grid``); this package imports nothing heavy on its own.
+"""
+
+
+def bench_step(shape, steps: int = 5, device: str = "cpu", **kw) -> float:
+    """Seconds per step of a BOMEX-like run on ``shape`` (see :func:`hpcsuite.les.model.bench_step`).
+    Collective; used by ``bench/gpu_bench.py``."""
+    from .model import bench_step as _bench_step
+    return _bench_step(shape, steps=steps, device=device, **kw)

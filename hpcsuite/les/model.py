@@ -1,0 +1,242 @@
+"""The model loop: one RK3 step = three substeps, each calling the terms in DALES order.
+
+Per substep: zero the tendencies, call every term (surface -> thermodynamics -> advection ->
+subgrid -> Coriolis/large-scale forcing -> pressure projection), update the fields from the state
+at the start of the step, and exchange the halos of every field (all exchanges in flight at once).
+
+Everything in a step stays on the device (NumPy or CuPy arrays); the only host traffic is the
+three-number reduction that picks the step (and what the halo exchange stages through the host
+on GPUs without CUDA-aware MPI).
+"""
+from __future__ import annotations
+
+import math
+
+from ..runtime import Timers
+from .timestep import RK3, RK3_TIMES, BlowUp, TimeStepper, locate_blowup
+
+__all__ = ["Model", "PARTS", "build"]
+
+#: Timer part of each term class (the rest are charged to their lower-cased class name).
+PARTS = {"Advection": "advection", "PressureProjection": "pressure", "SubgridTKE": "subgrid",
+         "Smagorinsky": "subgrid", "ConstantViscosity": "subgrid"}
+
+
+def _part(term) -> str:
+    return getattr(term, "part", None) or PARTS.get(type(term).__name__, type(term).__name__.lower())
+
+
+class Model:
+    """Fields, terms and time.
+
+    Parameters
+    ----------
+    store : FieldStore
+        The distributed prognostic fields.
+    ctx : StepContext
+        The context the terms see (its ``fields`` are ``store``'s local blocks).
+    terms : list of callables
+        ``term(ctx)`` in the order they run each substep; the pressure projection last.
+    stepper : TimeStepper
+        Picks ``dt``.
+    k_const : float
+        A constant diffusivity that limits the step (``ConstantViscosity``); eddy diffusivities in
+        ``ctx.diag['ekm'/'ekh']`` are added automatically.
+    timers : Timers, optional
+        Time per part (advection, subgrid, pressure, halos, ...).
+    floors : dict, optional
+        ``{name: minimum}`` applied after every substep (DALES keeps ``e12 >= e12min`` so).
+    """
+
+    def __init__(self, store, ctx, terms, stepper: TimeStepper, k_const: float = 0.0, timers=None,
+                 floors: dict | None = None):
+        self.floors = {n: float(v) for n, v in (floors or {}).items() if n in ctx.fields}
+        self.store, self.ctx, self.terms, self.stepper = store, ctx, list(terms), stepper
+        self.k_const = float(k_const)
+        self.timers = timers if timers is not None else Timers()
+        self.t, self.nstep = float(ctx.t), 0
+        self.dt_last = 0.0
+        self.k_restart: float | None = None     # global max diffusivity saved with a checkpoint
+        xp = ctx.xp
+        self.start = {n: xp.zeros_like(a) for n, a in ctx.fields.items()}
+        ctx.start = self.start
+        self.update_halos()
+
+    # ------------------------------------------------------------------ pieces of a step
+    def update_halos(self) -> None:
+        """Exchange the halos of every field, all in flight at once. Collective."""
+        with self.timers("halos"):
+            pending = [a.halo.update_async() for a in self.store.arrays.values()]
+            for p in pending:
+                p.wait()
+
+    def k_max(self) -> float:
+        """This rank's largest diffusivity (constant, eddy, or the one saved at a restart). Local."""
+        xp, d = self.ctx.xp, self.ctx.diag
+        k = self.k_const
+        eddy = [d[n] for n in ("ekm", "ekh") if n in d]
+        if eddy:
+            I, J = self.ctx.grid.interior
+            k = max(k, max(float(xp.max(e[I, J, ...])) for e in eddy))
+        elif self.k_restart is not None:
+            k = max(k, self.k_restart)
+        return k
+
+    def global_k_max(self) -> float:
+        """The largest diffusivity over all ranks (saved in checkpoints). Collective."""
+        from mpi4py import MPI
+        return float(self.ctx.team.allreduce(self.k_max(), op=MPI.MAX))
+
+    def next_dt(self, cap: float = math.inf) -> float:
+        """The step to take now (at most ``cap``), after checking for a blow-up. Collective.
+
+        Raises
+        ------
+        BlowUp
+            On every rank: a non-finite value, or the last step's Courant number above the limit.
+        """
+        ctx, st = self.ctx, self.stepper
+        with self.timers("dt"):
+            cr, dr, bad = st.rates(ctx, self.k_max())
+        used = cr * self.dt_last
+        if bad or used > st.blowup_courant:
+            raise BlowUp(locate_blowup(ctx, self.t, self.dt_last, st.blowup_courant, bad))
+        dt = st.choose(cr, dr)
+        if st.dt_fixed and cr * dt > st.blowup_courant:
+            raise BlowUp(locate_blowup(ctx, self.t, dt, st.blowup_courant, False))
+        return min(dt, cap)
+
+    def step(self, cap: float = math.inf) -> float:
+        """Advance one RK3 step (at most ``cap``); returns the step taken. Collective."""
+        dt = self.next_dt(cap)
+        ctx, fields = self.ctx, self.ctx.fields
+        I, J = ctx.grid.interior
+        nz = ctx.grid.nz
+        for n, a in fields.items():
+            self.start[n][...] = a
+        t0 = self.t
+        ctx.dt_full = dt
+        for stage in range(3):
+            ctx.rk_stage, ctx.dt, ctx.t = stage, RK3[stage] * dt, t0 + RK3_TIMES[stage] * dt
+            ctx.zero_tendencies()
+            for term in self.terms:
+                with self.timers(_part(term)):
+                    term(ctx)
+            with self.timers("update"):
+                for n, a in fields.items():
+                    a[I, J, ...] = self.start[n][I, J, ...] + ctx.dt * ctx.tend[n][I, J, ...]
+                for n, lo in self.floors.items():
+                    fields[n][I, J, ...] = ctx.xp.maximum(fields[n][I, J, ...], lo)
+                w = fields["w"]
+                w[..., 0] = 0.0
+                w[..., nz] = 0.0
+            self.update_halos()
+        self.t = t0 + dt
+        ctx.t = self.t
+        self.dt_last = dt
+        self.nstep += 1
+        self.k_restart = None
+        return dt
+
+    def free(self) -> None:
+        """Release the distributed arrays (fields, pressure solver). Collective."""
+        for term in self.terms:
+            f = getattr(term, "free", None)
+            if f is not None:
+                f()
+        self.store.free()
+
+
+def build(grid, team, names, advection, before=(), after=(), dims=(0, 0), device: str = "cpu",
+          stepper: TimeStepper | None = None, k_const: float = 0.0, base=None, profiles=None,
+          params=None, timers=None, t0: float = 0.0):
+    """A :class:`Model` with fields ``names`` (must include u, v, w) on ``team``. Collective.
+
+    Terms run as ``before`` (surface, thermodynamics) -> ``advection`` -> ``after`` (subgrid,
+    forcings) -> pressure projection. Fields start at zero: fill ``model.ctx.fields`` (interiors)
+    and call ``model.update_halos()``.
+    """
+    from .pressure import PressureProjection
+    from .state import FieldStore, StepContext
+    store = FieldStore(grid, team, names, dims=dims, device=device)    # no GPU: InputError here
+    if device == "gpu":
+        import cupy as xp
+    else:
+        import numpy as xp
+    ctx = StepContext(store.grid, xp, team, store.locals(), store=store, base=base, profiles=profiles,
+                      params=params, t=t0)
+    terms = list(before) + ([advection] if advection is not None else []) + list(after)
+    terms.append(PressureProjection(store.grid, team, store.dims, device=device, xp=xp))
+    floors = {}
+    if "e12" in names:
+        from .subgrid import E12MIN
+        floors["e12"] = E12MIN
+    return Model(store, ctx, terms, stepper or TimeStepper(), k_const=k_const, timers=timers, floors=floors)
+
+
+
+def bomex_like(shape, team, device: str = "cpu", scheme: str = "2nd", dims=(0, 0), timers=None,
+               seed: int = 1):
+    """A BOMEX set-up on any grid (dx = dy = 100 m, 3200 m deep) with every physics term: for
+    benchmarks and GPU checks. Collective. Returns the model with its initial state set."""
+    import numpy as np
+
+    from . import cases, forcings, subgrid, surface, thermo
+    from .advection import Advection
+    from .grid import Grid
+    nx, ny, nz = (int(n) for n in shape)
+    g = Grid.uniform(nx, ny, nz, 100.0 * nx, 100.0 * ny, 3200.0)
+    b = cases.BOMEX
+    params = {"lat": b["lat"], "wthl": b["wthl"], "wqt": b["wqt"], "ustar": b["ustar"]}
+    names = ["u", "v", "w", "thl", "qt", "e12"]
+    m = build(g, team, names, Advection(default=scheme),
+              before=[surface.PrescribedSurface(params), thermo.Thermo(params)],
+              after=[subgrid.SubgridTKE(params), forcings.Coriolis(params), forcings.Subsidence(),
+                     forcings.PrescribedTendencies()],
+              dims=dims, device=device, stepper=TimeStepper(courant=0.7, dt_max=60.0), timers=timers)
+    ctx, lg, xp = m.ctx, m.ctx.grid, m.ctx.xp
+    prof = cases.bomex_profiles(g.zf)
+    cu = 0.5 * (float(prof["u"].max()) + float(prof["u"].min()))
+    ctx.galilean = (cu, 0.0)
+    ctx.base = thermo.base_state(g, b["ps"], b["th0"], prof["thl"], prof["qt"], xp)
+    ctx.profiles = cases.profiles_for_model(prof, xp)
+    rng = np.random.default_rng(seed)
+    low = (g.zf < b["perturb_below"]).astype(float)
+    ix = np.arange(lg.i0 - lg.h, lg.i0 + lg.nxl + lg.h) % nx
+    iy = np.arange(lg.j0 - lg.h, lg.j0 + lg.nyl + lg.h) % ny
+    pert = rng.uniform(-1, 1, (nx, ny, nz))[np.ix_(ix, iy)]
+    qpert = rng.uniform(-1, 1, (nx, ny, nz))[np.ix_(ix, iy)]
+    f = ctx.fields
+
+    def put(n, a):
+        f[n][...] = xp.asarray(np.ascontiguousarray(np.broadcast_to(a, f[n].shape)))
+    put("u", prof["u"] - cu)
+    put("v", prof["v"])
+    put("thl", prof["thl"] + b["perturb_thl"] * pert * low)
+    put("qt", prof["qt"] + b["perturb_qt"] * qpert * low)
+    put("e12", np.maximum(prof["tke"], 0.1))
+    m.update_halos()
+    return m
+
+
+def bench_step(shape, steps: int = 5, device: str = "cpu", scheme: str = "2nd", team=None) -> float:
+    """Median wall seconds per RK3 step of :func:`bomex_like` on ``shape``. Collective (all ranks
+    of ``team``, default the world)."""
+    import statistics
+    import time
+
+    from ..runtime import Team
+    team = team or Team.world()
+    m = bomex_like(shape, team, device=device, scheme=scheme)
+    sync = m.store.arrays["u"].device.synchronize
+    m.step()                                          # warm-up (plans, FFT caches, kernels)
+    times = []
+    for _ in range(steps):
+        sync()
+        team.barrier()
+        t0 = time.perf_counter()
+        m.step()
+        sync()
+        times.append(team.allreduce(time.perf_counter() - t0, op=__import__("mpi4py").MPI.MAX))
+    m.free()
+    return statistics.median(times)

@@ -1,0 +1,174 @@
+"""Plots of an LES run: hourly mean profiles, time series and a cloud cross-section (PNG).
+
+Reads the statistics file of :mod:`hpcsuite.les.statistics` and, when some HDF5 file of the run
+holds it, the ``x``-``z`` cross-section of liquid water written by the model's output
+(``crosssection/xz/ql`` with coordinates ``crosssection/xz/x`` and ``crosssection/xz/z``, or ``x``
+and ``z`` at the file's root; a leading time axis is allowed: the last time is drawn).
+Uses matplotlib's object API (no pyplot state; the Agg canvas), the ``plot`` extra. Local: call it
+on one rank.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+
+from ..runtime import InputError
+
+__all__ = ["plot_run", "find_files"]
+
+
+def find_files(path) -> tuple[Path, Path | None]:
+    """``(statistics file, cross-section file or None)`` for a run folder or a statistics file."""
+    import h5py
+    path = Path(path)
+    if not path.exists():
+        raise InputError(f"{path}: no such run folder or statistics file")
+    candidates = [path] if path.is_file() else sorted(path.rglob("*.h5")) + sorted(path.rglob("*.hdf5"))
+    stats = xsec = None
+    for c in candidates:
+        try:
+            with h5py.File(c, "r") as f:
+                if stats is None and "timeseries" in f:
+                    stats = c
+                if xsec is None and "crosssection/xz/ql" in f:
+                    xsec = c
+        except OSError:
+            continue
+    if stats is None:
+        raise InputError(f"{path}: no statistics file (an HDF5 file with a 'timeseries' group) found")
+    return stats, xsec
+
+
+def _save(fig, path: Path) -> Path:
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}.png")
+    fig.savefig(tmp, dpi=100)
+    os.replace(tmp, path)
+    return path
+
+
+def _figure(**kw):
+    try:
+        from matplotlib.figure import Figure
+    except ImportError:       # pragma: no cover - depends on the installation
+        raise InputError("plotting needs matplotlib: pip install 'hpcsuite[plot]'") from None
+    return Figure(**kw)
+
+
+_PROFILE_PANELS = (  # (dataset, scale, x label, on faces)
+    ("thl", 1.0, r"$\theta_l$ (K)", False),
+    ("qt", 1e3, r"$q_t$ (g/kg)", False),
+    ("ql", 1e3, r"$q_l$ (g/kg)", False),
+    ("cfrac", 1.0, "cloud fraction", False),
+    ("u", 1.0, "u (m/s)", False),
+    ("v", 1.0, "v (m/s)", False),
+    ("wthl", 1.0, r"$\overline{w'\theta_l'}$ (K m/s)", True),
+    ("wqt", 1e3, r"$\overline{w'q_t'}$ (g/kg m/s)", True),
+)
+
+
+def plot_run(path, outdir) -> list[Path]:
+    """Draw ``profiles.png``, ``timeseries.png`` and (when available) ``crosssection.png``.
+
+    Parameters
+    ----------
+    path : path-like
+        A run folder (searched for the statistics and cross-section files) or a statistics file.
+    outdir : path-like
+        Folder for the PNGs (created); each is written atomically.
+
+    Returns
+    -------
+    list of Path
+        The files written.
+    """
+    import h5py
+    stats, xsec = find_files(path)
+    outdir = Path(outdir)
+    outdir.mkdir(parents=True, exist_ok=True)
+    written = []
+    with h5py.File(stats, "r") as f:
+        zf = f["zf"][()] if "zf" in f else None
+        zh = f["zh"][()] if "zh" in f else None
+        prof = {k: f["profiles"][k][()] for k in f["profiles"]} if "profiles" in f else {}
+        ts = {k: f["timeseries"][k][()] for k in f["timeseries"]}
+    if prof and zf is not None:
+        written.append(_profiles(prof, zf, zh, outdir / "profiles.png"))
+    written.append(_timeseries(ts, outdir / "timeseries.png"))
+    if xsec is not None:
+        written.append(_crosssection(xsec, outdir / "crosssection.png"))
+    return written
+
+
+def _profiles(prof, zf, zh, out: Path) -> Path:
+    panels = [p for p in _PROFILE_PANELS if p[0] in prof]
+    ncol = 4
+    nrow = max(1, -(-len(panels) // ncol))
+    fig = _figure(figsize=(4 * ncol, 4.2 * nrow), layout="constrained")
+    axes = fig.subplots(nrow, ncol, squeeze=False).ravel()
+    hours = prof.get("hours", np.arange(1, 1 + len(next(iter(prof.values())))))
+    from matplotlib import colormaps
+    cmap = colormaps["viridis"]
+    for ax, (name, scale, label, faces) in zip(axes, panels):
+        z = zh if faces else zf
+        for i, hr in enumerate(hours):
+            ax.plot(prof[name][i] * scale, z, color=cmap(i / max(1, len(hours) - 1)),
+                    label=f"hour {hr:g}")
+        ax.set_xlabel(label)
+        ax.set_ylabel("z (m)")
+        ax.grid(alpha=0.3)
+    for ax in axes[len(panels):]:
+        ax.set_visible(False)
+    if panels:
+        axes[0].legend(fontsize="small")
+    fig.suptitle("Hourly mean profiles")
+    return _save(fig, out)
+
+
+def _timeseries(ts, out: Path) -> Path:
+    t = np.asarray(ts.get("time", []), dtype=float) / 3600.0
+    groups = [("cloud cover", [("cloud_cover", "cover"), ("cfrac_max", "max. cloud fraction")]),
+              ("height (m)", [("cloud_base", "cloud base"), ("cloud_top", "cloud top"),
+                              ("zi", "inversion (max dthv/dz)")]),
+              ("LWP (g/m$^2$)", [("lwp", "liquid water path")]),
+              ("surface flux", [("wthl_s", r"$w'\theta_l'$ (K m/s)"), ("ustar", "u* (m/s)")])]
+    fig = _figure(figsize=(12, 7), layout="constrained")
+    axes = fig.subplots(2, 2).ravel()
+    for ax, (ylabel, series) in zip(axes, groups):
+        for key, label in series:
+            if key in ts and np.size(ts[key]) == t.size and np.any(np.isfinite(ts[key])):
+                ax.plot(t, ts[key], label=label)
+        ax.set_xlabel("time (h)")
+        ax.set_ylabel(ylabel)
+        ax.grid(alpha=0.3)
+        if ax.lines:
+            ax.legend(fontsize="small")
+    fig.suptitle("Time series")
+    return _save(fig, out)
+
+
+def _crosssection(path: Path, out: Path) -> Path:
+    import h5py
+    with h5py.File(path, "r") as f:
+        g = f["crosssection/xz"]
+        ql = g["ql"][()]
+        x = g["x"][()] if "x" in g else f["x"][()]
+        z = g["z"][()] if "z" in g else f["z"][()]
+        tt = g["time"][()] if "time" in g else None
+    if ql.ndim == 3:
+        ql = ql[-1]
+        tt = None if tt is None else np.ravel(tt)[-1]
+    if ql.shape == (z.size, x.size) and ql.shape != (x.size, z.size):
+        ql = ql.T
+    if ql.shape != (x.size, z.size):
+        raise InputError(f"{path}: crosssection/xz/ql has shape {ql.shape}, not (x, z) = ({x.size}, {z.size})")
+    fig = _figure(figsize=(10, 4.5), layout="constrained")
+    ax = fig.subplots()
+    qmax = max(float(np.nanmax(ql)) * 1e3, 1e-6)
+    m = ax.pcolormesh(x / 1e3, z, ql.T * 1e3, cmap="Blues", vmin=0.0, vmax=qmax, shading="auto")
+    fig.colorbar(m, ax=ax, label=r"$q_l$ (g/kg)")
+    ax.set_xlabel("x (km)")
+    ax.set_ylabel("z (m)")
+    ax.set_title("Cloud liquid water, x-z cross-section" + ("" if tt is None else f" at {float(tt) / 3600:.2f} h"))
+    return _save(fig, out)

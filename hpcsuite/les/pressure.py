@@ -1,0 +1,76 @@
+"""Pressure projection: make the velocity at the end of each Runge-Kutta substep divergence-free.
+
+A substep sets ``u_new = u_start + dt_sub * tend`` (``u_start``: the fields at the start of the RK3
+step). With ``tend`` holding every other tendency, this term solves ``L p = div(u_start / dt_sub +
+tend)`` with :class:`hpcsuite.solvers.poisson.PoissonFFT` and subtracts ``grad p`` from the momentum
+tendencies (as DALES ``poisson``), so that the discrete divergence of ``u_new`` vanishes to rounding.
+``p`` is the kinematic pressure (``p' / rho0``); it is left in ``ctx.diag['p']``.
+
+The divergence and gradient are the staggered 2nd-order differences that ``L`` is built from:
+``div`` at cell centres from the faces ``i`` and ``i + 1``, ``grad`` at the faces from the centres
+``i - 1`` and ``i`` (and ``dzh`` between layers); no flux through the surface and the lid.
+"""
+from __future__ import annotations
+
+from ..solvers.poisson import PoissonFFT
+
+__all__ = ["PressureProjection", "divergence"]
+
+
+def divergence(u, v, w, g, zg):
+    """Discrete divergence on the interior cells (needs the east/north halo of u and v). Local."""
+    h, nxl, nyl = g.h, g.nxl, g.nyl
+    I, J = slice(h, h + nxl), slice(h, h + nyl)
+    I1, J1 = slice(h + 1, h + nxl + 1), slice(h + 1, h + nyl + 1)
+    return ((u[I1, J, ...] - u[I, J, ...]) / g.dx + (v[I, J1, ...] - v[I, J, ...]) / g.dy
+            + (w[I, J, 1:] - w[I, J, :-1]) * zg.rdzf)
+
+
+class PressureProjection:
+    """The pressure term (last in a substep). Creating one is collective over ``team``.
+
+    Parameters
+    ----------
+    grid : Grid
+        This rank's block of the grid.
+    team : Team
+        The ranks.
+    dims : (int, int)
+        The process grid of the fields.
+    device : {"cpu", "gpu"}
+        Where the fields live.
+    xp : module
+        Their array namespace.
+    """
+
+    def __init__(self, grid, team, dims, device: str = "cpu", xp=None):
+        self.solver = PoissonFFT((grid.nx, grid.ny, grid.nz), grid.dx, grid.dy, grid.dzf, grid.dzh, team,
+                                 dims, device=device, xp=xp)
+
+    def __call__(self, ctx) -> None:
+        """Project ``ctx.tend`` so the substep's velocity is divergence-free. Collective (three
+        halo exchanges and the solver's transposes)."""
+        xp, g, zg = ctx.xp, ctx.grid, ctx.zgrid
+        h, nz = g.h, g.nz
+        I, J = g.interior
+        tu, tv, tw = ctx.tend["u"], ctx.tend["v"], ctx.tend["w"]
+        tw[..., 0] = 0.0
+        tw[..., nz] = 0.0
+        ctx.update_halo(tu)
+        ctx.update_halo(tv)
+        s = ctx.start
+        rdt = 1.0 / ctx.dt
+        rhs = divergence(tu, tv, tw, g, zg)
+        if s:
+            rhs = rhs + divergence(s["u"], s["v"], s["w"], g, zg) * rdt
+        p = xp.zeros_like(tu)                      # a cell-type array (nz levels)
+        p[I, J, :] = self.solver.solve(rhs)
+        ctx.update_halo(p)
+        tu[I, J, :] -= (p[I, J, ...] - p[h - 1:h - 1 + g.nxl, J, ...]) / g.dx
+        tv[I, J, :] -= (p[I, J, ...] - p[I, h - 1:h - 1 + g.nyl, ...]) / g.dy
+        tw[I, J, 1:nz] -= (p[I, J, 1:] - p[I, J, :-1]) * zg.rdzh[1:nz]
+        ctx.diag["p"] = p
+
+    def free(self) -> None:
+        """Release the solver's arrays. Collective."""
+        self.solver.free()

@@ -1,0 +1,227 @@
+"""The model state: prognostic fields as PGAS arrays, and the context every term sees.
+
+Fields are :class:`hpcsuite.pgas.DistArray` s of global shape ``(nx, ny, nz)`` (``w``:
+``(nx, ny, nz + 1)``), ``BLOCKED`` in x and y over a 2-D process grid, ``NONE`` in z, with a periodic
+halo of :data:`~hpcsuite.les.grid.HALO` cells in x and y (corners included: the cross terms of the
+momentum advection read diagonal neighbours). Terms work on the local blocks *with* halo, plain
+NumPy/CuPy arrays: ``ctx.fields['u']`` is ``store.arrays['u'].local_with_halo``, so updating its halo
+updates the array the terms read.
+
+A *term* is any callable ``term(ctx) -> None`` that adds tendencies into ``ctx.tend`` (interior
+only) or writes diagnostics into ``ctx.diag``; see the interface contract in ``shared/notes``.
+"""
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import numpy as np
+
+from .. import pgas
+from ..runtime import Team, grid_shape
+from .grid import HALO, Grid
+
+__all__ = ["FieldStore", "StepContext", "process_grid", "zgrid_on"]
+
+
+def process_grid(team_size: int, nx: int, ny: int, dims=(0, 0), h: int = HALO) -> tuple[int, int]:
+    """The ``(px, py)`` process grid for ``team_size`` ranks. Local.
+
+    Raises ``ValueError`` (same text on every rank) when ``dims`` cannot hold the ranks or a block
+    would be narrower than the halo ``h`` (the halo must come from the next rank alone).
+    """
+    px, py = grid_shape(team_size, [int(d) for d in dims])
+    for n, p, ax in ((nx, px, "x"), (ny, py, "y")):
+        if n // p < h:
+            raise ValueError(f"{n} cells along {ax} over {p} ranks gives blocks of {n // p} cells, fewer "
+                             f"than the halo width {h}; use more cells or fewer ranks along {ax}")
+    return px, py
+
+
+def zgrid_on(grid: Grid, xp, device=None) -> SimpleNamespace:
+    """The vertical grid arrays ``zf, zh, dzf, dzh`` (and reciprocals ``rdzf, rdzh``) on ``xp``
+    (on ``device`` when given: the strict array-API checker keeps arrays on a non-default device)."""
+    kw = {} if device is None else {"device": device}
+    put = (lambda a: xp.asarray(np.ascontiguousarray(a, dtype=np.float64), **kw))
+    return SimpleNamespace(zf=put(grid.zf), zh=put(grid.zh), dzf=put(grid.dzf), dzh=put(grid.dzh),
+                           rdzf=put(1.0 / grid.dzf), rdzh=put(1.0 / grid.dzh))
+
+
+class FieldStore:
+    """The distributed prognostic fields. Creating one is collective over ``team``.
+
+    Parameters
+    ----------
+    grid : Grid
+        The global grid (its block description is ignored; :attr:`grid` is this rank's block).
+    team : Team
+        The ranks.
+    names : sequence of str
+        Field names; ``'w'`` gets ``nz + 1`` levels, every other name is a cell-type field.
+    dims : (int, int)
+        Process grid in x and y (0 = choose).
+    device : {"cpu", "gpu"}
+        Where the local blocks live.
+    """
+
+    def __init__(self, grid: Grid, team: Team, names, dims=(0, 0), device: str = "cpu"):
+        self.team, self.device = team, device
+        self.dims = process_grid(team.size, grid.nx, grid.ny, dims)
+        self._kw = dict(dist=(pgas.BLOCKED, pgas.BLOCKED, pgas.NONE), team=team, grid=(*self.dims, 1),
+                        halo=(HALO, HALO, 0), boundary=("periodic", "periodic", "none"), corners=True,
+                        device=device)
+        self.global_grid = grid
+        self.arrays: dict[str, pgas.DistArray] = {}
+        self._scratch: dict[int, pgas.DistArray] = {}
+        for name in names:
+            self.add(name)
+        probe = self.arrays[next(iter(self.arrays))] if self.arrays else self._make(grid.nz)
+        sx, sy, _ = probe.local_slices
+        self.grid = grid.block(sx.start, sy.start, sx.stop - sx.start, sy.stop - sy.start, HALO)
+        if not self.arrays:
+            probe.free()
+
+    def _make(self, nzl: int) -> pgas.DistArray:
+        g = self.global_grid
+        return pgas.zeros((g.nx, g.ny, nzl), **self._kw)
+
+    def add(self, name: str) -> pgas.DistArray:
+        """Add a zero field (collective)."""
+        if name in self.arrays:
+            raise ValueError(f"field {name!r} exists already")
+        a = self._make(self.global_grid.nz + (1 if name == "w" else 0))
+        self.arrays[name] = a
+        return a
+
+    @property
+    def names(self) -> list[str]:
+        return list(self.arrays)
+
+    def local(self, name: str):
+        """The local block with halo of field ``name`` (a view: writes go into the field)."""
+        return self.arrays[name].local_with_halo
+
+    def locals(self) -> dict:
+        """``{name: local block with halo}`` for every field."""
+        return {n: a.local_with_halo for n, a in self.arrays.items()}
+
+    def update_halo(self, array) -> None:
+        """Fill the x/y halo of ``array`` from the neighbouring ranks (periodic). Collective.
+
+        ``array`` is a field's local block (updated in place, no copy), or any array of local shape
+        ``(nxl+2h, nyl+2h[, m])`` (e.g. an eddy viscosity or a 2-D surface field), which goes
+        through a scratch distributed array of the same layout.
+        """
+        for a in self.arrays.values():
+            if a.local_with_halo is array:
+                a.halo.update()
+                return
+        g = self.grid
+        if array.shape[:2] != (g.nxl + 2 * g.h, g.nyl + 2 * g.h) or array.ndim not in (2, 3):
+            raise ValueError(f"update_halo: array of local shape {array.shape} does not fit the block "
+                             f"({g.nxl + 2 * g.h}, {g.nyl + 2 * g.h}[, m])")
+        m = array.shape[2] if array.ndim == 3 else 1
+        s = self._scratch.get(m)
+        if s is None:
+            s = self._scratch[m] = self._make(m)
+        buf = s.local_with_halo
+        buf[...] = array.reshape(buf.shape)
+        s.halo.update()
+        array[...] = buf.reshape(array.shape)
+
+    def free(self) -> None:
+        """Release every distributed array. Collective."""
+        for a in list(self.arrays.values()) + list(self._scratch.values()):
+            a.free()
+        self.arrays.clear()
+        self._scratch.clear()
+
+
+class StepContext:
+    """What a term sees during one Runge-Kutta substep (see the interface contract).
+
+    Attributes
+    ----------
+    grid : Grid
+        Global grid plus this rank's block (``i0, j0, nxl, nyl, h``).
+    xp : module
+        Array namespace of the fields (numpy or cupy).
+    team : Team
+        The ranks (collectives such as horizontal means go through it).
+    h : int
+        Halo width in x and y.
+    fields : dict
+        ``name -> local array with halo``; halos are valid on entry to a term.
+    tend : dict
+        ``name -> tendency array`` of the same shape; terms *add* (only the interior matters).
+    diag : dict
+        Diagnostics written by a term for later terms ('ql', 'T', 'thv', 'ekm', 'ekh', 'surface', ...).
+    base : SimpleNamespace
+        Reference state (``presf, presh, exnf, exnh, th0, thvref``).
+    profiles : dict
+        1-D ``xp`` arrays (nz) for forcings ('ug', 'vg', 'wfls', ...).
+    params : dict
+        The deck's physics tables.
+    t, dt : float
+        Time at the start of the substep and the substep's step (RK coefficient x dt).
+    dt_full : float
+        The full time step of the RK3 step.
+    rk_stage : int
+        0, 1 or 2.
+    zgrid : SimpleNamespace
+        ``zf, zh, dzf, dzh, rdzf, rdzh`` as ``xp`` arrays (for kernels).
+    start : dict
+        The prognostic fields at the start of the RK3 step (the pressure projection needs them).
+    galilean : (float, float)
+        The Galilean shift ``(cu, cv)``: the fields are relative to a frame moving with it.
+    """
+
+    def __init__(self, grid: Grid, xp, team: Team, fields: dict, store: FieldStore | None = None,
+                 base=None, profiles=None, params=None, t: float = 0.0, dt: float = 0.0):
+        self.grid, self.xp, self.team, self.h = grid, xp, team, grid.h
+        self.fields = fields
+        self.store = store
+        self.tend = {n: xp.zeros_like(a) for n, a in fields.items()}
+        self.diag: dict = {}
+        self.base = base if base is not None else SimpleNamespace(th0=300.0)
+        self.profiles = profiles if profiles is not None else {}
+        self.params = params if params is not None else {}
+        self.t, self.dt, self.dt_full, self.rk_stage = float(t), float(dt), float(dt), 0
+        self.zgrid = zgrid_on(grid, xp, _strict_device(xp, fields))
+        self.start: dict = {}
+        self.galilean = (0.0, 0.0)
+
+    def update_halo(self, array) -> None:
+        """Fill the x/y halo of a field or any block-shaped array. Collective (see
+        :meth:`FieldStore.update_halo`); a no-op without a store only for one-rank use."""
+        if self.store is not None:
+            self.store.update_halo(array)
+        else:
+            _periodic_fill(array, self.h)
+
+    def update_halos(self, names=None) -> None:
+        """Update the halos of the named fields (all by default). Collective."""
+        for n in (self.fields if names is None else names):
+            self.update_halo(self.fields[n])
+
+    def zero_tendencies(self) -> None:
+        for a in self.tend.values():
+            a[...] = 0.0
+
+    @property
+    def interior(self) -> tuple[slice, slice]:
+        return self.grid.interior
+
+
+def _strict_device(xp, fields):
+    """The device of the fields under ``array_api_strict`` (else None: NumPy and CuPy need none)."""
+    if not getattr(xp, "__name__", "").startswith("array_api_strict") or not fields:
+        return None
+    return next(iter(fields.values())).device
+
+
+def _periodic_fill(a, h: int) -> None:
+    """Periodic halo of a single-rank block (corners included), in place."""
+    a[:h] = a[-2 * h:-h]
+    a[-h:] = a[h:2 * h]
+    a[:, :h] = a[:, -2 * h:-h]
+    a[:, -h:] = a[:, h:2 * h]

@@ -1,0 +1,305 @@
+"""Moist thermodynamics: base state, saturation adjustment, virtual temperature, buoyancy.
+
+The prognostic moist variables are the liquid-water potential temperature ``thl`` and the total
+water specific humidity ``qt`` (DALES). Saturation adjustment finds the liquid water ``ql`` and the
+temperature ``T`` with
+
+    T = exnf * thl + (Lv / cp) * ql,      ql = max(qt - qsat(T, p), 0),
+
+``qsat`` from Bolton's (1980) saturation vapour pressure over liquid water. It is solved by a fixed
+number of vectorised Newton steps (no data-dependent control flow, so it runs unchanged on CuPy).
+
+Buoyancy (Boussinesq, reference potential temperature ``th0``) is ``g (thv - <thv>) / th0`` with the
+horizontal mean ``<thv>`` of this substep, interpolated linearly to the ``w`` levels.
+
+Examples
+--------
+>>> import numpy as np
+>>> ql, T = saturation_adjust(np, np.array([298.7]), np.array([0.020]), np.array([95000.0]),
+...                           np.array([0.9854]))
+>>> bool(ql[0] > 0)
+True
+"""
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import numpy as np
+
+from ..runtime import InputError
+
+__all__ = ["RD", "RV", "CP", "LV", "GRAV", "P0", "EP", "esat", "qsat", "saturation_adjust",
+           "virtual_theta", "base_state", "horizontal_mean", "horizontal_sums", "add_buoyancy",
+           "Thermo", "DryThermo"]
+
+# Physical constants as in DALES (modglobal).
+RD = 287.04        #: gas constant of dry air, J/(kg K)
+RV = 461.5         #: gas constant of water vapour, J/(kg K)
+CP = 1004.0        #: heat capacity of dry air at constant pressure, J/(kg K)
+LV = 2.53e6        #: latent heat of vaporisation, J/kg
+GRAV = 9.81        #: gravity, m/s^2
+P0 = 1.0e5         #: reference pressure of the Exner function, Pa
+EP = RD / RV       #: ratio of the gas constants
+_EP2 = RV / RD - 1.0   # 0.608: the virtual-temperature factor of vapour
+
+_NEWTON = 8        # Newton steps of the saturation adjustment (to rounding even for ql ~ 10 g/kg)
+
+
+def esat(xp, T):
+    """Saturation vapour pressure over liquid water (Pa), Bolton (1980). Local, elementwise."""
+    return 611.2 * xp.exp(17.67 * (T - 273.15) / (T - 29.65))
+
+
+def qsat(xp, T, p):
+    """Saturation specific humidity (kg/kg) at temperature ``T`` (K) and pressure ``p`` (Pa). Local."""
+    es = esat(xp, T)
+    return EP * es / (p - (1.0 - EP) * es)
+
+
+def _qsat_and_slope(xp, T, p):
+    es = esat(xp, T)
+    des = es * (17.67 * (273.15 - 29.65)) / (T - 29.65) ** 2
+    den = p - (1.0 - EP) * es
+    return EP * es / den, EP * p * des / den ** 2
+
+
+def saturation_adjust(xp, thl, qt, p, exn, niter: int = _NEWTON):
+    """Liquid water and temperature from ``(thl, qt)`` at pressure ``p`` and Exner ``exn``. Local.
+
+    Parameters
+    ----------
+    xp : module
+        Array namespace.
+    thl, qt : array
+        Liquid-water potential temperature (K) and total water (kg/kg); any shape whose last axis
+        is the vertical when ``p`` and ``exn`` are 1-D profiles (they broadcast from the right).
+    p, exn : array or float
+        Pressure (Pa) and Exner function at the same points.
+    niter : int
+        Newton steps (the default converges to rounding for atmospheric states).
+
+    Returns
+    -------
+    ql, T : array
+        Liquid water (kg/kg, exactly 0 where unsaturated) and temperature (K).
+    """
+    tl = exn * thl                                    # the temperature without condensation
+    c = LV / CP
+    qs_l = qsat(xp, tl, p)
+    sat = qt > qs_l                                   # qsat grows with T: unsaturated at tl -> dry
+    if _on_host(xp) and getattr(sat, "ndim", 0) > 0:
+        # NumPy: iterate on the saturated points only (a few per cent of an LES domain); on a GPU
+        # the full-array form below avoids the device synchronisation of a boolean selection
+        shape = sat.shape
+        pick = (lambda a: np.broadcast_to(a, shape)[sat])
+        tl_s, qt_s, p_s = pick(tl), pick(qt), pick(p)
+        T_s = _newton(xp, tl_s, qt_s, p_s, c, niter)
+        ql = np.zeros(shape, dtype=np.result_type(tl, qt))
+        ql[sat] = np.maximum(qt_s - qsat(xp, T_s, p_s), 0.0)
+        return ql, tl + c * ql
+    T = _newton(xp, tl, qt, p, c, niter)
+    ql = xp.where(sat, xp.maximum(qt - qsat(xp, T, p), 0.0), 0.0)
+    return ql, tl + c * ql
+
+
+def _newton(xp, tl, qt, p, c, niter):
+    """Solve ``T - tl - c (qt - qsat(T, p)) = 0`` from ``T = tl`` (converges from the left)."""
+    T = tl
+    for _ in range(niter):
+        qs, dqs = _qsat_and_slope(xp, T, p)
+        T = T - (T - tl - c * (qt - qs)) / (1.0 + c * dqs)
+    return T
+
+
+def _on_host(xp) -> bool:
+    return getattr(xp, "__name__", "") in ("numpy", "array_api_compat.numpy")
+
+
+def virtual_theta(thl, qt, ql, exn):
+    """Virtual potential temperature ``th (1 + 0.608 qt - 1.608 ql)``, ``th = thl + Lv ql/(cp exn)``.
+    Local, elementwise."""
+    th = thl + (LV / CP) * ql / exn
+    return th * (1.0 + _EP2 * qt - (RV / RD) * ql)
+
+
+def base_state(grid, ps: float, th0: float, thl0, qt0, xp=np, device=None):
+    """The hydrostatic reference state of the initial profiles. Local (no communication).
+
+    Integrates ``d(exner)/dz = -g / (cp thv)`` upwards from the surface pressure ``ps`` with the
+    virtual potential temperature of the initial profiles (``thl0``, ``qt0`` at ``grid.zf``,
+    condensate from the saturation adjustment, two passes), exact for ``thv`` constant in each cell.
+
+    Parameters
+    ----------
+    grid : Grid
+        The grid (``zf``, ``zh``, ``dzf``).
+    ps : float
+        Surface pressure (Pa).
+    th0 : float
+        Reference potential temperature of the Boussinesq buoyancy (K).
+    thl0, qt0 : array_like (nz)
+        Initial profiles (host arrays); ``qt0`` may be zeros (dry).
+    xp : module
+        Array namespace of the returned arrays.
+    device : optional
+        Device of the returned arrays (only for array_api_strict's non-default device).
+
+    Returns
+    -------
+    SimpleNamespace
+        ``presf, presh, exnf, exnh, thvref`` (xp arrays; nz or nz+1), ``rhof`` (nz, kg/m^3),
+        ``th0``, ``ps``.
+    """
+    thl0 = np.asarray(_host(thl0), dtype=np.float64)
+    qt0 = np.asarray(_host(qt0), dtype=np.float64)
+    nz = grid.nz
+    if thl0.shape != (nz,) or qt0.shape != (nz,):
+        raise InputError(f"base_state: thl0 and qt0 must have {nz} levels, got {thl0.shape} and {qt0.shape}")
+    if not (ps > 0 and th0 > 0):
+        raise InputError(f"base_state: ps and th0 must be > 0, got ps={ps!r}, th0={th0!r}")
+    zf, zh, dzf = (np.asarray(a, dtype=np.float64) for a in (grid.zf, grid.zh, grid.dzf))
+    kappa = RD / CP
+    ql, exnf = np.zeros(nz), np.full(nz, (ps / P0) ** kappa)
+    for _ in range(2):                # the second pass includes the condensate of the first
+        thv = virtual_theta(thl0, qt0, ql, exnf)
+        exnh = np.empty(nz + 1)
+        exnh[0] = (ps / P0) ** kappa
+        exnh[1:] = exnh[0] - np.cumsum(GRAV * dzf / (CP * thv))
+        exnf = exnh[:-1] - GRAV * (zf - zh[:-1]) / (CP * thv)
+        presf = P0 * exnf ** (1.0 / kappa)
+        ql, _T = saturation_adjust(np, thl0, qt0, presf, exnf)
+    thv = virtual_theta(thl0, qt0, ql, exnf)
+    presh = P0 * exnh ** (1.0 / kappa)
+    rhof = presf / (RD * exnf * thv)
+    put = (lambda a: _put(xp, a, device))
+    return SimpleNamespace(presf=put(presf), presh=put(presh), exnf=put(exnf), exnh=put(exnh),
+                           thvref=put(thv), rhof=put(rhof), th0=float(th0), ps=float(ps))
+
+
+def _host(a):
+    """``a`` as a host NumPy array (CuPy: ``.get()``; array_api_strict: via the CPU device)."""
+    if isinstance(a, np.ndarray) or np.isscalar(a):
+        return a
+    if hasattr(a, "get"):
+        return a.get()
+    if type(a).__module__.startswith("array_api_strict"):
+        import array_api_strict as xs
+        return np.from_dlpack(xs.asarray(a, device=xs.Device("CPU_DEVICE"), copy=True))
+    return np.asarray(a)
+
+
+def _put(xp, host, device=None):
+    """A host array on ``xp``'s device (``device`` only for array_api_strict's non-default one)."""
+    host = np.ascontiguousarray(host, dtype=np.float64)
+    return xp.asarray(host) if device is None else xp.asarray(host, device=device)
+
+
+def _device_of(xp, a):
+    return a.device if getattr(xp, "__name__", "").startswith("array_api_strict") else None
+
+
+def concat(xp):
+    """The array-API ``concat`` (NumPy 2, array_api_strict) or ``concatenate`` (CuPy)."""
+    return getattr(xp, "concat", None) or xp.concatenate
+
+
+def horizontal_sums(ctx, arrays):
+    """Sums over the whole domain's columns of several local arrays, one vector each. Collective.
+
+    Each array is a local block with halo (``(nxl+2h, nyl+2h, m)``, or 2-D); only the interior is
+    summed. All sums travel in one ``Allreduce``: a host round trip of ``sum(m)`` numbers (on one
+    rank the result stays on the device).
+
+    Returns
+    -------
+    list of xp arrays
+        The global column sums (length ``m``; 2-D inputs give length-1 vectors).
+    """
+    xp, g, h = ctx.xp, ctx.grid, ctx.h
+    parts = []
+    for a in arrays:
+        s = a[h:h + g.nxl, h:h + g.nyl, ...]
+        parts.append(xp.reshape(xp.sum(s, axis=(0, 1)), (-1,)))
+    sizes = [int(p.shape[0]) for p in parts]
+    if ctx.team.size > 1:
+        buf = np.concatenate([np.asarray(_host(p), dtype=np.float64) for p in parts])
+        out = np.empty_like(buf)
+        ctx.team.Allreduce(buf, out)
+        flat = _put(xp, out, _device_of(xp, arrays[0]))
+        parts, o = [], 0
+        for n in sizes:
+            parts.append(flat[o:o + n])
+            o += n
+    return parts
+
+
+def horizontal_mean(ctx, a):
+    """The horizontal (slab) mean profile of a local block with halo. Collective."""
+    g = ctx.grid
+    return horizontal_sums(ctx, [a])[0] / float(g.nx * g.ny)
+
+
+def _zgrid(ctx):
+    zg = getattr(ctx, "zgrid", None)
+    if zg is None:
+        from .state import zgrid_on
+        zg = ctx.zgrid = zgrid_on(ctx.grid, ctx.xp)
+    return zg
+
+
+def add_buoyancy(ctx, thv, thvref) -> None:
+    """Add ``g (thv - thvref) / th0``, interpolated to the inner ``w`` levels, to ``tend['w']``.
+    Local. The interpolation weights are DALES' (linear in z on a stretched grid)."""
+    zg = _zgrid(ctx)
+    b = (GRAV / ctx.base.th0) * (thv - thvref)
+    dzf, dzh = zg.dzf, zg.dzh
+    bh = (b[..., 1:] * dzf[:-1] + b[..., :-1] * dzf[1:]) / (2.0 * dzh[1:-1])
+    ctx.tend["w"][..., 1:-1] += bh
+
+
+class Thermo:
+    """Moist thermodynamics term. Collective (the horizontal mean of ``thv``).
+
+    Writes ``diag['ql']``, ``diag['T']``, ``diag['thv']`` (cell arrays, halos included since the
+    fields' halos are valid), ``diag['thvref']`` (nz) and adds the buoyancy to ``tend['w']``.
+    Needs ``ctx.base.presf``, ``ctx.base.exnf``, ``ctx.base.th0`` (from :func:`base_state`).
+
+    Parameters
+    ----------
+    params : dict, optional
+        ``{'buoyancy': bool}`` (default True): whether to add the buoyancy term.
+    """
+
+    def __init__(self, params=None):
+        params = dict(params or {})
+        self.buoyancy = bool(params.get("buoyancy", True))
+
+    def __call__(self, ctx) -> None:
+        xp, f = ctx.xp, ctx.fields
+        ql, T = saturation_adjust(xp, f["thl"], f["qt"], ctx.base.presf, ctx.base.exnf)
+        thv = virtual_theta(f["thl"], f["qt"], ql, ctx.base.exnf)
+        _finish(ctx, ql, T, thv, self.buoyancy)
+
+
+class DryThermo:
+    """Dry thermodynamics term: ``thv = thl``, ``ql = 0``. Collective (horizontal mean of ``thv``).
+
+    Without ``ctx.base.exnf`` the temperature diagnostic is ``thl`` itself.
+    """
+
+    def __init__(self, params=None):
+        params = dict(params or {})
+        self.buoyancy = bool(params.get("buoyancy", True))
+
+    def __call__(self, ctx) -> None:
+        xp, thl = ctx.xp, ctx.fields["thl"]
+        exnf = getattr(ctx.base, "exnf", None)
+        T = thl * exnf if exnf is not None else thl
+        _finish(ctx, xp.zeros_like(thl), T, thl, self.buoyancy)
+
+
+def _finish(ctx, ql, T, thv, buoyancy: bool) -> None:
+    thvref = horizontal_mean(ctx, thv)
+    ctx.diag.update(ql=ql, T=T, thv=thv, thvref=thvref)
+    if buoyancy:
+        add_buoyancy(ctx, thv, thvref)

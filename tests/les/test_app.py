@@ -1,0 +1,227 @@
+"""The les application through the command line: the verification decks at 1-4 ranks against the
+exact solutions (HDF5 output read back serially), bad decks rejected before the run with one line
+naming the key, checkpoint/restart continuing bit-identically, and blow-up detection that keeps the
+last good checkpoint."""
+import math
+import tomllib
+
+import h5py
+import numpy as np
+import pytest
+
+from helpers import HPCSUITE, ROOT
+from dyncases import taylor_green
+
+
+def deck_text(name, **changes):
+    """An inputs/ deck with ``{"table.key": value}`` changed (TOML written back by hand)."""
+    raw = tomllib.loads((ROOT / "inputs" / f"{name}.toml").read_text())
+    for k, v in changes.items():
+        t, key = k.split(".")
+        raw.setdefault(t, {})[key] = v
+    lines = []
+    for t, kv in raw.items():
+        lines.append(f"[{t}]")
+        for key, v in kv.items():
+            lines.append(f"{key} = {v!r}".replace("'", '"').replace("True", "true").replace("False", "false"))
+    return "\n".join(lines) + "\n"
+
+
+def write(tmp_path, name, fname="d.toml", **changes):
+    p = tmp_path / fname
+    p.write_text(deck_text(name, **changes))
+    return p
+
+
+def test_taylor_green_deck_at_1_to_4_ranks(run, tmp_path):
+    fields = {}
+    for n in (1, 2, 3, 4):
+        out = tmp_path / f"o{n}"
+        deck = write(tmp_path, "taylor_green", f"tg{n}.toml", **{"output.dir": str(out), "time.t_end": 0.3})
+        p = run([HPCSUITE, "run", "-q", deck], nranks=n, timeout=120)
+        assert p.returncode == 0, p.stderr
+        assert "error at t = 0.3: max |u - exact|" in p.stdout
+        with h5py.File(out / "fields.h5", "r") as f:
+            fields[n] = {k: f[k][...] for k in "uvw"}
+            t = float(f["u"].attrs["t"])
+            reported = float(f["u"].attrs["error_u"])
+    assert t == pytest.approx(0.3, abs=1e-12)
+    u, v = taylor_green(32, 0.05, t)
+    err = np.abs(fields[1]["u"] - u[..., None]).max()
+    assert err == pytest.approx(reported, rel=1e-9) and err < 2e-4
+    assert np.abs(fields[1]["v"] - v[..., None]).max() < 2e-4
+    for n in (2, 3, 4):
+        for k in "uv":
+            assert np.abs(fields[n][k] - fields[1][k]).max() < 1e-13, (n, k)
+
+
+def test_advect_sine_deck(run, tmp_path):
+    deck = write(tmp_path, "advect_sine", **{"output.dir": str(tmp_path / "o"), "time.t_end": 1.0})
+    p = run([HPCSUITE, "run", "-q", deck], nranks=2, timeout=120)
+    assert p.returncode == 0, p.stderr
+    with h5py.File(tmp_path / "o" / "fields.h5", "r") as f:
+        c = f["thl"][...]
+    x = (np.arange(64) + 0.5) * 2 * math.pi / 64
+    ref = np.sin(x - 1.0) * math.exp(-0.01)
+    assert np.abs(c - ref[:, None, None]).max() < 2e-5
+
+
+@pytest.mark.parametrize("changes,nranks,match", [
+    ({"time.dt": 0.5}, 1, r"\[time\] dt = 0.5 is above the stability limit"),
+    ({"advection.thl": "4th"}, 1, r"\[advection\] thl must be one of '', '2nd', '5th', got '4th'"),
+    ({"grid.nx": 4}, 4, r"\[decomposition\] dims = \[0, 0\] does not fit 4 rank\(s\) on the 4x32 grid: .*halo width 3"),
+    ({"case.kind": "dales", "case.folder": "/nonexistent/case"}, 2, r"\[case\] folder = '/nonexistent/case' has no prof.inp.001"),
+    ({"app.device": "gpu"}, 1, r"\[app\] device = 'gpu' but no GPU is usable"),
+])
+def test_bad_decks_fail_before_the_run_with_one_line(run, tmp_path, changes, nranks, match):
+    import re
+    deck = write(tmp_path, "taylor_green", **changes, **{"output.dir": str(tmp_path / "o")})
+    p = run([HPCSUITE, "run", deck], nranks=nranks, timeout=60)
+    assert p.returncode == 2, (p.stdout, p.stderr)
+    lines = [x for x in p.stderr.splitlines() if x.strip()]
+    assert len(lines) == 1 and re.search(match, lines[0]), p.stderr
+    assert not (tmp_path / "o").exists()
+
+
+def test_checkpoint_restart_is_bit_identical_and_blowup_keeps_it(run, tmp_path):
+    common = {"time.t_end": 1.5, "advection.momentum": "5th"}
+    ref = write(tmp_path, "taylor_green", "ref.toml", **common, **{"output.dir": str(tmp_path / "ref")})
+    assert run([HPCSUITE, "run", "-q", ref], nranks=2, timeout=120).returncode == 0
+    ck = tmp_path / "ck.h5"
+    deck = write(tmp_path, "taylor_green", "ck.toml", **common, **{"output.dir": str(tmp_path / "ck"),
+                                                                 "output.checkpoint": str(ck),
+                                                                 "output.check_interval": 1})
+    p = run([HPCSUITE, "run", "-q", deck], nranks=2, timeout=120, env={"HPCSUITE_CHECKPOINT_AT_STEP": "7"})
+    assert p.returncode == 85 and ck.is_file(), p.stderr
+    assert "checkpointed at t = " in p.stdout
+    # a continuation that blows up (a tiny Courant limit): stops, names time, variable and place,
+    # and leaves the checkpoint alone
+    bad = write(tmp_path, "taylor_green", "bad.toml", **common, **{"output.dir": str(tmp_path / "bad"),
+                                                                 "output.checkpoint": str(ck),
+                                                                 "time.blowup_courant": 0.01})
+    before = ck.read_bytes()
+    p = run([HPCSUITE, "run", "-q", bad], nranks=2, timeout=120)
+    assert p.returncode == 1
+    assert "the run blew up at t = " in p.stderr and "Courant number" in p.stderr and "at cell (i, j, k) = (" in p.stderr
+    assert "last good checkpoint" in p.stderr and ck.read_bytes() == before
+    # the real continuation (same layout: bit-identical needs the same reduction order)
+    p = run([HPCSUITE, "run", "-q", deck], nranks=2, timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert not ck.exists()
+    with h5py.File(tmp_path / "ref" / "fields.h5", "r") as a, h5py.File(tmp_path / "ck" / "fields.h5", "r") as b:
+        assert a["u"].attrs["steps"] == b["u"].attrs["steps"]
+        for k in "uvw":
+            assert np.array_equal(a[k][...], b[k][...]), k
+
+
+def test_template_lists_every_table(run):
+    p = run([HPCSUITE, "run", "--template", "les"], timeout=60)
+    assert p.returncode == 0
+    for t in ("[case]", "[grid]", "[advection]", "[subgrid]", "[physics]", "[time]", "[output]"):
+        assert t in p.stdout
+
+
+SMALL = {"grid.nx": 12, "grid.ny": 12, "grid.xsize": 1200.0, "grid.ysize": 1200.0, "time.t_end": 120.0,
+         "output.stats_every": 30.0, "output.sections_every": 60.0}
+
+
+def test_bomex_small_runs_writes_statistics_and_plots(run, tmp_path):
+    out = tmp_path / "o"
+    deck = write(tmp_path, "bomex_small", **SMALL, **{"output.dir": str(out)})
+    p = run([HPCSUITE, "run", "-q", deck], nranks=2, timeout=300)
+    assert p.returncode == 0, p.stderr
+    with h5py.File(out / "stats.h5", "r") as f:
+        t = f["timeseries/time"][()]
+        assert np.allclose(t, [30, 60, 90, 120])
+        assert np.allclose(f["timeseries/wthl_s"][()], 8e-3) and np.allclose(f["timeseries/ustar"][()], 0.28)
+    with h5py.File(out / "fields.h5", "r") as f:
+        assert set(f) == {"u", "v", "w", "thl", "qt", "e12", "ql"}
+        assert f["w"].shape == (12, 12, 65) and np.all(f["w"][:, :, 0] == 0) and np.all(f["w"][:, :, -1] == 0)
+        thl = f["thl"][()]
+        assert np.all(np.isfinite(thl)) and 298 < thl.min() and thl.max() < 320
+        assert np.all(f["e12"][()] > 0)
+    with h5py.File(out / "fields.h5", "r") as f:
+        final = {k: f[k][()] for k in ("thl", "ql")}
+    with h5py.File(out / "sections.h5", "r") as f:
+        s = f["crosssection"]
+        assert s["xz/ql"].shape == (2, 12, 64) and s["xy/thl"].shape == (2, 12, 12, 2)
+        assert np.allclose(s["xz/time"][()], [60.0, 120.0])
+        # the last sample is the final state: the x-z section through the cloudiest row (or the
+        # middle one without cloud) and the x-y sections at the deck's levels
+        rows = final["ql"].sum(axis=(0, 2))
+        j = int(np.argmax(rows)) if rows.max() > 0 else 6
+        assert s["xz/y"][-1] == pytest.approx((j + 0.5) * 100.0)
+        assert np.array_equal(s["xz/thl"][-1], final["thl"][:, j, :])
+        assert np.array_equal(s["xy/thl"][-1], final["thl"][:, :, [12, 20]])
+    p = run([HPCSUITE, "les", "plot", out], timeout=120)
+    assert p.returncode == 0, p.stderr
+    for png in ("profiles.png", "timeseries.png", "crosssection.png"):
+        assert (out / "plots" / png).stat().st_size > 1000
+
+
+def test_bomex_restart_is_bit_identical(run, tmp_path):
+    small = dict(SMALL, **{"time.t_end": 90.0, "output.stats_every": 30.0, "output.sections_every": 0.0})
+    ref = write(tmp_path, "bomex_small", "ref.toml", **small, **{"output.dir": str(tmp_path / "ref")})
+    assert run([HPCSUITE, "run", "-q", ref], nranks=2, timeout=300).returncode == 0
+    ck = tmp_path / "ck.h5"
+    deck = write(tmp_path, "bomex_small", "ck.toml", **small, **{"output.dir": str(tmp_path / "ck"),
+                                                               "output.checkpoint": str(ck),
+                                                               "output.check_interval": 1})
+    p = run([HPCSUITE, "run", "-q", deck], nranks=2, timeout=300, env={"HPCSUITE_CHECKPOINT_AT_STEP": "4"})
+    assert p.returncode == 85, p.stderr
+    assert run([HPCSUITE, "run", "-q", deck], nranks=2, timeout=300).returncode == 0
+    with h5py.File(tmp_path / "ref" / "fields.h5", "r") as a, h5py.File(tmp_path / "ck" / "fields.h5", "r") as b:
+        for k in a:
+            assert np.array_equal(a[k][...], b[k][...]), k
+    # the statistics continue across the restart: the same time series as the uninterrupted run
+    with h5py.File(tmp_path / "ref" / "stats.h5", "r") as a, h5py.File(tmp_path / "ck" / "stats.h5", "r") as b:
+        assert np.array_equal(a["timeseries/time"][()], [30.0, 60.0, 90.0])
+        for k in a["timeseries"]:
+            assert np.array_equal(a["timeseries"][k][()], b["timeseries"][k][()], equal_nan=True), k
+        for k in a["profiles"]:
+            assert np.array_equal(a["profiles"][k][()], b["profiles"][k][()], equal_nan=True), k
+    assert not ck.exists() and not (tmp_path / "ck.h5.outputs.pkl").exists()
+
+
+def test_cbl_deck_runs(run, tmp_path):
+    deck = write(tmp_path, "cbl", **{"grid.nx": 12, "grid.ny": 12, "grid.xsize": 1200.0, "grid.ysize": 1200.0,
+                                     "time.t_end": 120.0, "output.dir": str(tmp_path / "o")})
+    p = run([HPCSUITE, "run", "-q", deck], nranks=1, timeout=300)
+    assert p.returncode == 0, p.stderr
+    with h5py.File(tmp_path / "o" / "stats.h5", "r") as f:
+        assert np.allclose(f["timeseries/wthl_s"][()], 0.1)
+
+
+def test_dales_case_files(run, tmp_path):
+    from hpcsuite.les.cases import bomex_profiles, write_dales_case
+    zf = np.arange(25.0, 3200.0, 50.0)
+    write_dales_case(tmp_path / "case", 7, zf, bomex_profiles(zf))
+    small = dict(SMALL, **{"time.t_end": 30.0, "output.stats_every": 0.0, "output.sections_every": 0.0})
+    deck = write(tmp_path, "bomex_small", **small, **{"case.kind": "dales", "case.folder": str(tmp_path / "case"),
+                                                      "case.expnr": 7, "output.dir": str(tmp_path / "o")})
+    p = run([HPCSUITE, "run", "-q", deck], nranks=2, timeout=300)
+    assert p.returncode == 0, p.stderr
+    # profiles that end below the domain top: one line naming the file, before the run
+    write_dales_case(tmp_path / "low", 7, zf[:40], bomex_profiles(zf[:40]))
+    deck = write(tmp_path, "bomex_small", "low.toml", **small, **{"case.kind": "dales", "case.folder": str(tmp_path / "low"),
+                                                                "case.expnr": 7, "output.dir": str(tmp_path / "o2")})
+    p = run([HPCSUITE, "run", "-q", deck], nranks=2, timeout=120)
+    lines = [x for x in p.stderr.splitlines() if x.strip()]
+    assert p.returncode == 2 and len(lines) == 1, p.stderr
+    assert "[case] folder" in lines[0] and "prof.inp.007: profiles end at" in lines[0] and "below the domain" in lines[0]
+
+
+def test_bomex_small_same_fields_at_1_to_4_ranks(run, tmp_path):
+    # every physics term too (surface, moist thermodynamics, TKE, Coriolis, subsidence, radiation)
+    small = dict(SMALL, **{"output.stats_every": 0.0, "output.sections_every": 0.0})
+    fields = {}
+    for n in (1, 2, 3, 4):
+        deck = write(tmp_path, "bomex_small", f"b{n}.toml", **small, **{"output.dir": str(tmp_path / f"o{n}")})
+        p = run([HPCSUITE, "run", "-q", deck], nranks=n, timeout=300)
+        assert p.returncode == 0, p.stderr
+        with h5py.File(tmp_path / f"o{n}" / "fields.h5", "r") as f:
+            fields[n] = {k: f[k][()] for k in f}
+    for n in (2, 3, 4):
+        for k, ref in fields[1].items():
+            scale = max(np.abs(ref).max(), 1e-30)
+            assert np.abs(fields[n][k] - ref).max() <= 1e-10 * scale, (n, k)

@@ -1,0 +1,64 @@
+"""plot_run on a synthetic run folder: real PNGs with content, and clear errors."""
+import h5py
+import numpy as np
+import pytest
+
+from hpcsuite.les.grid import Grid
+from hpcsuite.les.statistics import Statistics
+from hpcsuite.runtime import InputError, Team
+
+pytest.importorskip("matplotlib")
+from hpcsuite.les.plot import plot_run   # noqa: E402
+
+
+def _synthetic_run(folder, with_xsec=True):
+    grid = Grid.uniform(16, 16, 20, 1600.0, 1600.0, 2000.0)
+    stats = Statistics(Team.world(), grid)
+    zf, zh = grid.zf, grid.zh
+    for i, t in enumerate(np.arange(0, 3 * 3600 + 1, 900.0)):
+        ql = 1e-3 * np.exp(-((zf - 800) / 200) ** 2) * (0.5 + 0.1 * i)
+        out = {"thl": 298 + 4e-3 * zf + 0.1 * i, "qt": 0.017 - 5e-6 * zf, "ql": ql, "thv": 300 + 4e-3 * zf,
+               "u": -8 + 0 * zf, "v": 0 * zf, "cfrac": 0.08 * ql / ql.max(), "_cloudcol": [0.1],
+               "_lwp": [ql.sum() * 100], "_w": 0 * zh, "_w2": 0.1 + 0 * zh,
+               "_wthl": 0.01 * np.sin(np.pi * zh / 2000), "_thlh": 0 * zh,
+               "_wqt": 1e-5 * np.cos(np.pi * zh / 4000), "_qth": 0 * zh,
+               "_sfc_wthl_s": [0.008], "_sfc_ustar": [0.28]}
+        stats._record(float(t), {k: np.asarray(v, dtype=float) for k, v in out.items()}, {})
+    stats.write(folder / "stats.h5")
+    if with_xsec:
+        x = (np.arange(64) + 0.5) * 100.0
+        z = zf
+        q = np.zeros((2, 64, 20))
+        q[-1, 20:30, 8:14] = 1e-3
+        with h5py.File(folder / "fields.h5", "w") as f:
+            f["crosssection/xz/ql"] = q
+            f["crosssection/xz/x"] = x
+            f["crosssection/xz/z"] = z
+            f["crosssection/xz/time"] = [1800.0, 3600.0]
+
+
+def test_plot_run_writes_three_non_empty_pngs(tmp_path):
+    import matplotlib.image as mpimg
+    run = tmp_path / "run"
+    run.mkdir()
+    _synthetic_run(run)
+    files = plot_run(run, tmp_path / "png")
+    assert sorted(p.name for p in files) == ["crosssection.png", "profiles.png", "timeseries.png"]
+    for p in files:
+        raw = p.read_bytes()
+        assert raw[:8] == b"\x89PNG\r\n\x1a\n" and len(raw) > 10_000
+        img = mpimg.imread(p)
+        assert img.ndim == 3 and img.shape[0] > 300 and img[..., :3].std() > 0.05     # not blank
+    assert not [p for p in (tmp_path / "png").iterdir() if p.name.startswith(".")]
+
+
+def test_plot_run_without_crosssection_and_errors(tmp_path):
+    _synthetic_run(tmp_path, with_xsec=False)
+    files = plot_run(tmp_path / "stats.h5", tmp_path / "out")
+    assert sorted(p.name for p in files) == ["profiles.png", "timeseries.png"]
+    with pytest.raises(InputError, match="no such run folder"):
+        plot_run(tmp_path / "missing", tmp_path / "out")
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(InputError, match="no statistics file"):
+        plot_run(empty, tmp_path / "out")
