@@ -16,7 +16,7 @@ runs), the chosen configuration and how much slower it truly is than the true be
 matrices are built once per configuration before anything is timed.
 
     mpiexec -n 2 .venv/bin/python bench/tune_search.py                 # cholesky, n = 1536
-    mpiexec -n 2 .venv/bin/python bench/tune_search.py --target cholqr --m 65536 --n 256
+    mpiexec -n 4 .venv/bin/python bench/tune_search.py --target cholqr --m 65536 --n 256 --grids 4x1 2x2 1x4
 
 Optuna is optional (``pip install optuna``); without it that row is skipped with a note.
 Timings on shared 2-core machines are noisy: a busy machine makes kernel times unsteady, which
@@ -54,9 +54,10 @@ def say(*a) -> None:
 
 
 def space_for(args) -> dict:
+    grids = ["auto"] if not args.grids else [tuple(int(x) for x in g.split("x")) for g in args.grids]
     if args.target == "cholesky":
-        return {"block": args.blocks, "variant": ["bcast", "ring"], "lookahead": [0, 1]}
-    return {"panel": args.panels}
+        return {"block": args.blocks, "grid": grids, "variant": ["bcast", "ring"], "lookahead": [0, 1]}
+    return {"panel": args.panels, "grid": grids}
 
 
 def exhaustive(configs, programs, repeats: int):
@@ -77,8 +78,14 @@ def selective(space, target, states, strategy: str, args, model=None):
     return t.tune(), t.model
 
 
-def optuna_search(space, programs, args):
-    """TPE + successive halving (resource: repeated full runs). Rank 0 decides, all ranks run."""
+def _config_of(params: dict, space: dict) -> dict:
+    return {name: values[[str(v) for v in values].index(params[name])] for name, values in space.items()}
+
+
+def optuna_search(space, programs, args, truth, true_best):
+    """TPE + successive halving (resource: repeated full runs). Rank 0 decides, all ranks run.
+    Returns (best config, wall time, distinct configs run, wall time until its best-so-far was
+    within 5% of the true best, or None)."""
     try:
         import optuna
     except ImportError:
@@ -91,13 +98,16 @@ def optuna_search(space, programs, args):
             direction="minimize", sampler=optuna.samplers.TPESampler(seed=args.seed),
             pruner=optuna.pruners.SuccessiveHalvingPruner(min_resource=1, reduction_factor=2))
     seen: dict = {}
+    t_within = None
     COMM.Barrier()
     t0 = time.perf_counter()
     for _ in range(args.optuna_trials):
         cfg = None
         if rank == 0:
             trial = study.ask()
-            cfg = {name: trial.suggest_categorical(name, values) for name, values in space.items()}
+            # Optuna's categorical choices must be plain scalars: offer the values' strings
+            cfg = {name: values[[str(v) for v in values].index(trial.suggest_categorical(name, [str(v) for v in values]))]
+                   for name, values in space.items()}
         cfg = COMM.bcast(cfg)
         k = key(cfg)
         times, pruned = list(seen.get(k, [])), False
@@ -116,12 +126,16 @@ def optuna_search(space, programs, args):
                 study.tell(trial, state=optuna.trial.TrialState.PRUNED)
             else:
                 study.tell(trial, statistics.median(times))
+            done = [t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]
+            so_far = _config_of(min(done, key=lambda t: t.value).params, space) if done else None
+            if t_within is None and so_far and truth[key(so_far)] <= 1.05 * true_best:
+                t_within = time.perf_counter() - t0
     wall = COMM.allreduce(time.perf_counter() - t0, op=MPI.MAX)
     best = None
     if rank == 0:
         done = [t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]
-        best = dict(min(done, key=lambda t: t.value).params) if done else None
-    return COMM.bcast(best), wall, len(seen)
+        best = _config_of(min(done, key=lambda t: t.value).params, space) if done else None
+    return COMM.bcast(best), wall, len(seen), COMM.bcast(t_within)
 
 
 def main() -> None:
@@ -131,6 +145,7 @@ def main() -> None:
     ap.add_argument("--m", type=int, default=65536, help="rows (cholqr)")
     ap.add_argument("--blocks", type=int, nargs="+", default=[32, 64, 128, 256])
     ap.add_argument("--panels", type=int, nargs="+", default=[16, 32, 64, 128, 256])
+    ap.add_argument("--grids", nargs="+", metavar="PRxPC", help="process grids (default: auto)")
     ap.add_argument("--truth-repeats", type=int, default=3)
     ap.add_argument("--full-repeats", type=int, default=2, help="Optuna's largest resource (full runs)")
     ap.add_argument("--optuna-trials", type=int, default=8)
@@ -182,12 +197,14 @@ def main() -> None:
     res, _ = selective(space, target, states, "grid", args, model=warm)
     add("selective grid (warm model)", res)
 
-    opt = optuna_search(params, programs, args)
+    opt = optuna_search(params, programs, args, truth, true_best)
     if opt is None:
         say("# optuna not installed: pip install optuna to add the Optuna row")
     else:
-        best, wall, distinct = opt
+        best, wall, distinct, t_within = opt
         within = truth[key(best)] / true_best - 1 if best else None
+        say(f"# optuna: best-so-far within 5% of the true best after "
+            f"{'never' if t_within is None else f'{t_within:.3g} s'}")
         rows.append((f"optuna TPE+SHA ({args.optuna_trials} trials, {distinct} distinct)", wall,
                      t_exhaustive / wall, None, best, within, None))
 

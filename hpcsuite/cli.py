@@ -19,6 +19,8 @@ examples:
   mpiexec -n 4 hpcsuite run inputs/heat3d.toml   run a deck on 4 ranks
   hpcsuite jobscript heat3d --nodes 2 -o j.sbatch a SLURM batch script for an app
   hpcsuite submit j.sbatch inputs/heat3d.toml    check and queue it
+  hpcsuite stage up --backend rados --dir D      a Ceph cluster on RAM for this job
+  hpcsuite les plot les_bomex_small             PNG plots of an LES run (profiles, clouds)
 
 exit codes: 0 success, 2 bad input (deck or arguments), 1 a failure while running
 """
@@ -114,6 +116,19 @@ def build_parser() -> argparse.ArgumentParser:
     sb.add_argument("--after-any", action="append", default=[], metavar="JOBID",
                     help="start after these jobs ended (repeatable)")
     sb.add_argument("--wait", action="store_true", help="wait for the job and exit with its code")
+
+    from .staging.commands import add_parser as add_stage_parser
+    add_stage_parser(sub)
+
+    le = sub.add_parser("les", help="tools for LES runs (plots)",
+                        description="Tools for runs of the les application (apps/les.py).",
+                        epilog="examples:\n  hpcsuite les plot les_bomex_small\n"
+                               "  hpcsuite les plot les_cbl -o figures/cbl",
+                        formatter_class=argparse.RawDescriptionHelpFormatter)
+    lsub = le.add_subparsers(dest="les_command", metavar="ACTION", parser_class=_Parser)
+    lp = lsub.add_parser("plot", help="profiles, time series and a cloud cross-section as PNG")
+    lp.add_argument("run", metavar="RUN", help="the run's output folder ([output] dir) or its stats file")
+    lp.add_argument("-o", "--outdir", help="folder for the PNGs (default: RUN/plots)")
 
     i = sub.add_parser("info", help="versions, MPI, parallel HDF5, GPU and SLURM environment",
                        description="Print what this installation has: Python and library versions, the "
@@ -241,6 +256,30 @@ def cmd_submit(args) -> int:
     return rc if args.wait else 0
 
 
+def cmd_stage(args) -> int:
+    from .staging.commands import run
+    return run(args, _fail)
+
+
+def cmd_les(args) -> int:
+    """``hpcsuite les plot RUN``: draw the run's plots on this (one) process."""
+    if args.les_command != "plot":
+        return _fail("les: give an action, e.g. 'hpcsuite les plot RUN'")
+    from pathlib import Path
+
+    from .runtime import InputError
+    try:
+        from .les.plot import plot_run
+        run = Path(args.run)
+        out = Path(args.outdir) if args.outdir else (run if run.is_dir() else run.parent) / "plots"
+        written = plot_run(run, out) if _env_rank() == 0 else []
+    except InputError as exc:
+        return _fail(str(exc))
+    for w in written:
+        print(f"wrote {w}")
+    return 0
+
+
 def cmd_info(args) -> int:
     from .info import collect, format_info
     info = collect()
@@ -261,7 +300,7 @@ def main(argv=None) -> int:
             parser.print_help()
         return 2
     return {"run": cmd_run, "info": cmd_info, "jobscript": cmd_jobscript, "submit": cmd_submit,
-            "tune": cmd_tune}[args.command](args)
+            "tune": cmd_tune, "stage": cmd_stage, "les": cmd_les}[args.command](args)
 
 
 if __name__ == "__main__":  # pragma: no cover

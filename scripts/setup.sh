@@ -20,6 +20,8 @@ say() { printf '[setup] %s\n' "$*"; }
 # ---------------------------------------------------------------- Debian packages
 # Keep this list in one place: the stamp below hashes this file, so editing it re-runs set-up.
 apt_packages=(mpich libmpich-dev libhdf5-mpich-dev pkg-config slurm-wlm munge)
+# Ceph 16 (job-temporary RAM storage, hpcsuite.staging): daemons, FUSE client, Python bindings.
+apt_packages+=(ceph ceph-mon ceph-osd ceph-mgr ceph-mds radosgw ceph-fuse python3-rados python3-cephfs)
 
 missing=()
 for p in "${apt_packages[@]}"; do
@@ -48,6 +50,7 @@ import h5py, mpi4py, numpy, scipy, hpcsuite
 from mpi4py import MPI
 assert h5py.get_config().mpi, "h5py lacks MPI support"
 assert "MPICH" in MPI.Get_library_version(), MPI.Get_library_version()
+import rados, cephfs, boto3  # staging backends
 PY
 }
 if [ "${HPCSUITE_SETUP_FORCE:-0}" != 1 ] && [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] \
@@ -101,6 +104,14 @@ fi
 # ---------------------------------------------------------------- hpcsuite itself
 say "installing hpcsuite (editable) with test and plot extras"
 "${pip[@]}" install -e "$root[test,plot]"
+
+# PyPI has no usable librados binding: Debian's python3-rados/python3-cephfs extension modules
+# (built for CPython 3.11) are linked into the venv one by one (not the whole dist-packages folder,
+# whose numpy/h5py would shadow the venv's).
+site=$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["platlib"])')
+for so in /usr/lib/python3/dist-packages/rados.cpython-*.so /usr/lib/python3/dist-packages/cephfs.cpython-*.so; do
+  if [ -e "$so" ]; then ln -sf "$so" "$site/$(basename "$so")"; fi
+done
 
 check_imports
 echo "$want" > "$stamp"

@@ -1,0 +1,165 @@
+"""The ``s3`` backend: objects behind the job's RADOS gateway, through boto3 (path-style addressing).
+
+Keys in the bucket: ``data/<name>`` (the bytes, uploaded in 8 MiB multipart parts as they are
+streamed) and ``meta/<name>`` (JSON size and SHA-256, written after the data: the commit record).
+Timeouts and a small retry count make a dead gateway an error within ``timeout`` seconds.
+"""
+from __future__ import annotations
+
+import io
+import json
+
+from .store import ObjectInfo, StagingError, Store, Writer, check_name
+
+__all__ = ["S3Store"]
+
+PART = 8 << 20        # multipart part size (S3's minimum is 5 MiB)
+
+
+def _err(what, exc) -> StagingError:
+    return StagingError(f"s3: {what}: {exc}")
+
+
+class _S3Writer(Writer):
+    def __init__(self, store: "S3Store", name: str):
+        super().__init__(name)
+        self.store = store
+        self.key = f"data/{name}"
+        self.buf = bytearray()
+        self.upload_id = None
+        self.parts = []
+
+    def _send_part(self, data: bytes):
+        s3, b = self.store.s3, self.store.bucket
+        try:
+            if self.upload_id is None:
+                self.upload_id = s3.create_multipart_upload(Bucket=b, Key=self.key)["UploadId"]
+            n = len(self.parts) + 1
+            r = s3.upload_part(Bucket=b, Key=self.key, PartNumber=n, UploadId=self.upload_id, Body=data)
+            self.parts.append({"PartNumber": n, "ETag": r["ETag"]})
+        except Exception as exc:  # noqa: BLE001 - botocore errors
+            raise _err(f"writing {self.name!r}", exc) from None
+
+    def _write(self, mv):
+        self.buf += mv
+        while len(self.buf) >= 2 * PART:       # keep >= PART for the last part (S3 minimum)
+            self._send_part(bytes(self.buf[:PART]))
+            del self.buf[:PART]
+
+    def _commit(self, info):
+        s3, b = self.store.s3, self.store.bucket
+        try:
+            if self.upload_id is None:
+                s3.put_object(Bucket=b, Key=self.key, Body=bytes(self.buf))
+            else:
+                if self.buf:
+                    self._send_part(bytes(self.buf))
+                s3.complete_multipart_upload(Bucket=b, Key=self.key, UploadId=self.upload_id,
+                                             MultipartUpload={"Parts": self.parts})
+            self.buf = bytearray()
+            s3.put_object(Bucket=b, Key=f"meta/{self.name}",
+                          Body=json.dumps({"size": info.size, "sha256": info.sha256}).encode())
+        except StagingError:
+            raise
+        except Exception as exc:  # noqa: BLE001
+            raise _err(f"committing {self.name!r}", exc) from None
+
+    def _abort(self):
+        if self.upload_id is not None:
+            try:
+                self.store.s3.abort_multipart_upload(Bucket=self.store.bucket, Key=self.key,
+                                                     UploadId=self.upload_id)
+            except Exception:  # noqa: BLE001 - best effort
+                pass
+
+
+class _Body(io.RawIOBase):
+    def __init__(self, body):
+        self.body = body
+
+    def readable(self):
+        return True
+
+    def readinto(self, b):
+        data = self.body.read(len(b))
+        n = len(data)
+        memoryview(b).cast("B")[:n] = data
+        return n
+
+    def close(self):
+        self.body.close()
+        super().close()
+
+
+class S3Store(Store):
+    """Objects in ``bucket`` of an S3 endpoint (the deployment's RADOS gateway). Local.
+
+    Parameters
+    ----------
+    endpoint, access_key, secret_key : str
+        From the deployment's ``s3.json`` (written 0600 by ``stage up --backend s3``).
+    bucket : str
+        Created if missing.
+    timeout : float
+        Connect and read timeout in seconds.
+    """
+
+    backend = "s3"
+
+    def __init__(self, endpoint: str, access_key: str, secret_key: str, bucket: str = "hpcsuite",
+                 timeout: float = 15.0):
+        import boto3
+        from botocore.config import Config
+        self.s3 = boto3.client("s3", endpoint_url=endpoint, aws_access_key_id=access_key,
+                               aws_secret_access_key=secret_key, region_name="us-east-1",
+                               config=Config(s3={"addressing_style": "path"}, connect_timeout=timeout,
+                                             read_timeout=timeout, retries={"max_attempts": 2},
+                                             request_checksum_calculation="when_required",
+                                             response_checksum_validation="when_required"))
+        self.bucket = bucket
+        try:
+            self.s3.head_bucket(Bucket=bucket)
+        except Exception:  # noqa: BLE001 - absent bucket or unreachable endpoint
+            try:
+                self.s3.create_bucket(Bucket=bucket)
+            except Exception as exc:  # noqa: BLE001
+                raise _err(f"cannot reach or create bucket {bucket!r} at {endpoint}", exc) from None
+
+    def _writer(self, name):
+        return _S3Writer(self, name)
+
+    def info(self, name):
+        try:
+            meta = json.loads(self.s3.get_object(Bucket=self.bucket, Key=f"meta/{check_name(name)}")["Body"].read())
+        except self.s3.exceptions.NoSuchKey:
+            raise StagingError(f"no object {name!r} in the s3 bucket {self.bucket!r}") from None
+        except Exception as exc:  # noqa: BLE001
+            raise _err(f"reading the record of {name!r}", exc) from None
+        return ObjectInfo(name, int(meta["size"]), meta["sha256"])
+
+    def _open(self, info):
+        try:
+            return _Body(self.s3.get_object(Bucket=self.bucket, Key=f"data/{info.name}")["Body"])
+        except Exception as exc:  # noqa: BLE001
+            raise _err(f"reading {info.name!r}", exc) from None
+
+    def list(self, prefix=""):
+        out = []
+        try:
+            for page in self.s3.get_paginator("list_objects_v2").paginate(Bucket=self.bucket,
+                                                                          Prefix=f"meta/{prefix}"):
+                out += [o["Key"][5:] for o in page.get("Contents", [])]
+        except Exception as exc:  # noqa: BLE001
+            raise _err("listing objects", exc) from None
+        return sorted(out)
+
+    def delete(self, name):
+        check_name(name)
+        try:
+            self.s3.delete_object(Bucket=self.bucket, Key=f"meta/{name}")
+            self.s3.delete_object(Bucket=self.bucket, Key=f"data/{name}")
+        except Exception as exc:  # noqa: BLE001
+            raise _err(f"deleting {name!r}", exc) from None
+
+    def close(self):
+        self.s3.close()
