@@ -40,7 +40,10 @@ def _pids_mentioning(path: str) -> list[str]:
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
     d = tmp_path_factory.mktemp("slurm") / "cluster"
-    p = subprocess.run([ROOT / "scripts/slurm/start.sh", d], capture_output=True, text=True, timeout=60)
+    # the staging epilog, as a site would install it: cleans up after killed jobs
+    start_env = dict(os.environ, HPCSUITE_SLURM_EPILOG=str(ROOT / "jobscripts/stage-epilog.sh"))
+    p = subprocess.run([ROOT / "scripts/slurm/start.sh", d], capture_output=True, text=True, timeout=60,
+                       env=start_env)
     assert p.returncode == 0, p.stderr
     env = dict(os.environ, SLURM_CONF=str(d / "slurm.conf"), HPCSUITE_HOME=str(ROOT),
                PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}")
@@ -278,3 +281,60 @@ def test_les_template_checkpoints_on_the_time_limit_warning_and_continues_identi
         assert set(a) == set(b)
         for k in a:
             assert np.array_equal(a[k][...], b[k][...]), k
+
+
+TOMO_DECK = """[app]
+name = "tomo"
+[phantom]
+size = {size}
+slices = 8
+angles = {angles}
+[staging]
+backend = "rados"
+dir = ""
+[output]
+file = "{out}"
+"""
+CEPH = shutil.which("ceph-mon") is not None
+
+
+def _stage_leftovers(job: str) -> list[str]:
+    """Processes and /dev/shm folders of the job's staging deployment."""
+    tag = f"-job{job}"
+    left = [str(p) for p in Path("/dev/shm").glob(f"hpcsuite-*{tag}*")]
+    return left + _pids_mentioning(f"hpcsuite-stage-{os.getuid()}{tag}")
+
+
+@pytest.mark.skipif(not CEPH, reason="Ceph not installed: run scripts/setup.sh")
+def test_tomo_template_deploys_ceph_for_the_job_and_tears_it_down(cluster, tmp_path):
+    env, _ = cluster
+    deck = tmp_path / "tomo.toml"
+    deck.write_text(TOMO_DECK.format(size=64, angles=90, out=tmp_path / "tomo.h5"))
+    p = sh(["sbatch", "--wait", "--parsable", ROOT / "jobscripts/tomo.sbatch", deck], env, tmp_path, timeout=300)
+    job = p.stdout.strip().split(";")[0]
+    log = (tmp_path / f"tomo-{job}.out").read_text()
+    assert p.returncode == 0, log
+    assert "on 4 rank(s)" in log and "HEALTH_OK" in log, log
+    assert (tmp_path / "tomo.h5").is_file()
+    assert _stage_leftovers(job) == []
+
+
+@pytest.mark.skipif(not CEPH, reason="Ceph not installed: run scripts/setup.sh")
+def test_cancelled_tomo_job_leaves_no_daemon_or_ram_file(cluster, tmp_path):
+    env, _ = cluster
+    deck = tmp_path / "tomo.toml"
+    deck.write_text(TOMO_DECK.format(size=128, angles=720, out=tmp_path / "tomo.h5"))
+    p = sh(["sbatch", "--parsable", ROOT / "jobscripts/tomo.sbatch", deck], env, tmp_path)
+    job = p.stdout.strip().split(";")[0]
+    log = tmp_path / f"tomo-{job}.out"
+    t0 = time.time()
+    while "tomo: " not in (log.read_text() if log.exists() else ""):
+        assert time.time() - t0 < 120, (log.read_text() if log.exists() else "no log")
+        time.sleep(0.3)
+    assert _stage_leftovers(job) != []          # the deployment is up while the job runs
+    assert sh(["scancel", job], env, tmp_path).returncode == 0
+    _wait_gone(job, env, tmp_path)
+    t0 = time.time()
+    while _stage_leftovers(job) and time.time() - t0 < 30:
+        time.sleep(0.5)
+    assert _stage_leftovers(job) == [], log.read_text()
