@@ -17,14 +17,13 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import COMM, THREADS, Table  # noqa: E402
 
-from hpcsuite.les.model import bomex_like  # noqa: E402
+from hpcsuite.les.model import bomex_like, time_steps  # noqa: E402
 from hpcsuite.runtime import Team, Timers  # noqa: E402
 
 SHOWN = ("advection", "subgrid", "pressure", "halos", "thermo", "other")
@@ -34,21 +33,14 @@ def measure(shape, scheme: str, steps: int, device: str):
     team = Team.world()
     timers = Timers()
     m = bomex_like(shape, team, device=device, scheme=scheme, timers=timers)
-    sync = m.store.arrays["u"].device.synchronize
     if device == "gpu":
-        timers._sync = sync
-    m.step()
-    m.step()                          # warm-up: plans, FFT caches, first-touch
-    timers.total.clear()
-    timers.calls.clear()
-    samples = []
-    for _ in range(steps):
-        sync()
-        team.barrier()
-        t0 = time.perf_counter()
-        m.step()
-        sync()
-        samples.append(team.allreduce(time.perf_counter() - t0, op=__import__("mpi4py").MPI.MAX))
+        timers._sync = m.store.arrays["u"].device.synchronize
+    m.step()                          # a second warm-up step: first-touch of every buffer
+
+    def clear():
+        timers.total.clear()
+        timers.calls.clear()
+    samples = time_steps(m, team, steps, after_warmup=clear)
     summary = timers.summary(team)
     m.free()
     per_step = statistics.median(samples)

@@ -219,17 +219,17 @@ def bomex_like(shape, team, device: str = "cpu", scheme: str = "2nd", dims=(0, 0
     return m
 
 
-def bench_step(shape, steps: int = 5, device: str = "cpu", scheme: str = "2nd", team=None) -> float:
-    """Median wall seconds per RK3 step of :func:`bomex_like` on ``shape``. Collective (all ranks
-    of ``team``, default the world)."""
-    import statistics
+def time_steps(m: "Model", team, steps: int, after_warmup=None) -> list[float]:
+    """Wall seconds of ``steps`` RK3 steps of ``m``, each the slowest rank's, started together after
+    one warm-up step (plans, FFT caches, kernels) and with the device synchronised. ``after_warmup()``
+    runs once after the warm-up (e.g. to clear timers). Collective."""
     import time
 
-    from ..runtime import Team
-    team = team or Team.world()
-    m = bomex_like(shape, team, device=device, scheme=scheme)
+    from mpi4py import MPI
     sync = m.store.arrays["u"].device.synchronize
-    m.step()                                          # warm-up (plans, FFT caches, kernels)
+    m.step()
+    if after_warmup is not None:
+        after_warmup()
     times = []
     for _ in range(steps):
         sync()
@@ -237,6 +237,18 @@ def bench_step(shape, steps: int = 5, device: str = "cpu", scheme: str = "2nd", 
         t0 = time.perf_counter()
         m.step()
         sync()
-        times.append(team.allreduce(time.perf_counter() - t0, op=__import__("mpi4py").MPI.MAX))
+        times.append(team.allreduce(time.perf_counter() - t0, op=MPI.MAX))
+    return times
+
+
+def bench_step(shape, steps: int = 5, device: str = "cpu", scheme: str = "2nd", team=None) -> float:
+    """Median wall seconds per RK3 step of :func:`bomex_like` on ``shape``. Collective (all ranks
+    of ``team``, default the world)."""
+    import statistics
+
+    from ..runtime import Team
+    team = team or Team.world()
+    m = bomex_like(shape, team, device=device, scheme=scheme)
+    times = time_steps(m, team, steps)
     m.free()
     return statistics.median(times)

@@ -63,35 +63,33 @@ def _reap(pid: int) -> None:
         pass
 
 
-def stop_all(procs: list[Proc], sig: int = signal.SIGTERM, grace: float = 5.0) -> list[Proc]:
-    """Send ``sig`` to every live proc, wait up to ``grace`` s, then SIGKILL the rest. Local.
-
-    Returns the procs that were still alive after SIGKILL and a further second (normally none)."""
-    live = [p for p in procs if alive(p)]
-    for p in live:
+def _signal(procs: list[Proc], sig: int) -> list[Proc]:
+    for p in procs:
         try:
             os.kill(p.pid, sig)
         except ProcessLookupError:
             pass
-    deadline = time.monotonic() + grace
+    return procs
+
+
+def _await_exit(live: list[Proc], seconds: float) -> list[Proc]:
+    """Reap and poll ``live`` until none is alive or ``seconds`` passed; returns those still alive."""
+    deadline = time.monotonic() + seconds
     while live and time.monotonic() < deadline:
         for p in live:
             _reap(p.pid)
         live = [p for p in live if alive(p)]
         if live:
             time.sleep(0.05)
-    for p in live:
-        try:
-            os.kill(p.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-    deadline = time.monotonic() + 2.0
-    while live and time.monotonic() < deadline:
-        for p in live:
-            _reap(p.pid)
-        live = [p for p in live if alive(p)]
-        if live:
-            time.sleep(0.05)
+    return live
+
+
+def stop_all(procs: list[Proc], sig: int = signal.SIGTERM, grace: float = 5.0) -> list[Proc]:
+    """Send ``sig`` to every live proc, wait up to ``grace`` s, then SIGKILL the rest. Local.
+
+    Returns the procs that were still alive after SIGKILL and a further second (normally none)."""
+    live = _await_exit(_signal([p for p in procs if alive(p)], sig), grace)
+    live = _await_exit(_signal(live, signal.SIGKILL), 2.0)
     for p in procs:
         _reap(p.pid)                      # collect our own children that died meanwhile
     return live
