@@ -68,7 +68,7 @@ def test_render_array_and_deck(tmp_path):
 
 
 @pytest.mark.parametrize("kw,msg", [
-    (dict(app="nope"), "unknown application 'nope' (templates exist for: heat3d"),
+    (dict(app="nope"), "unknown application 'nope' (templates exist for: .*heat3d"),
     (dict(app="heat3d", nodes=0), "--nodes must be a positive integer"),
     (dict(app="heat3d", time="1:99:00"), "malformed --time"),
     (dict(app="heat3d", deck="/nonexistent/deck.toml"), "deck /nonexistent/deck.toml does not exist"),
