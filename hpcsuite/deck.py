@@ -22,7 +22,7 @@ from typing import Any, Sequence
 
 from .runtime.errors import InputError
 
-__all__ = ["DeckError", "Deck", "Schema", "Int", "Float", "Str", "Bool", "Choice", "IntList",
+__all__ = ["modified", "DeckError", "Deck", "Schema", "Int", "Float", "Str", "Bool", "Choice", "IntList",
            "FloatList", "AnyList", "Modes", "load", "parse", "read_text"]
 
 _REQUIRED = object()
@@ -338,3 +338,21 @@ def app_name(raw: dict, path: str, known: Sequence[str]) -> str:
         raise DeckError(f"{path}: [app] name {name!r} is not a known application (known: {', '.join(known)})")
     return name
 
+
+def modified(path, changes: dict | None = None, drop: Sequence[str] = ()) -> str:
+    """The TOML text of the deck at ``path`` with ``{"table.key": value}`` changed (tables made
+    as needed) and the ``"table.key"`` entries in ``drop`` removed. Local.
+
+    For parameter sweeps, tests and benchmarks that vary a shipped deck::
+
+        Path("run.toml").write_text(modified("inputs/cbl.toml", {"grid.nx": 16}))
+    """
+    import tomli_w                        # a well-kept TOML writer (tomllib only reads)
+    raw = tomllib.loads(Path(path).read_text())
+    for k, v in (changes or {}).items():
+        table, key = k.split(".", 1)
+        raw.setdefault(table, {})[key] = v
+    for k in drop:
+        table, key = k.split(".", 1)
+        raw.get(table, {}).pop(key, None)
+    return tomli_w.dumps(raw)

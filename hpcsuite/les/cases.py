@@ -102,6 +102,16 @@ def profiles_for_model(p: dict, xp=np, device=None) -> dict:
 #: g/m^2), widened to the ensemble spread; the paper's figures could not be read as text when this
 #: table was written, so tighten them from the paper before relying on them for more than a
 #: plausibility check. The definitions are those of :mod:`hpcsuite.les.statistics`.
+#: A search of public pages and code (issue 8) found no copy of the paper's numbers in text form
+#: (the journal page is stored only up to its author list; the KNMI case pages describe the set-up)
+#: and no LES code that ships BOMEX reference series. The one textual account found is secondary:
+#: a CM1 BOMEX run report, github.com/coloradotim/cloud-chamber,
+#: docs/research/bomex/bomex-run-report.md, which quotes Siebesma et al. (2003) for the last three
+#: hours as: total cloud cover of the models 8-17 % with an ensemble mean of 13 %; a cloud-fraction
+#: profile maximum of about 6 % near cloud base; cloud base about 500 m; cloud samples above about
+#: 2000 m sparse; first clouds after about 30 min; it inferred no numeric LWP band from the
+#: paper's plotted envelope. These agree with the ranges below (which contain them) but come from
+#: a third party, not the paper, so the ranges were left as they are rather than narrowed to them.
 BOMEX_REFERENCE = {
     "cloud_base": (400.0, 700.0, "m", "lowest level with ql > 0 anywhere (LCL ~ 500 m)"),
     "cloud_top": (1300.0, 2000.0, "m", "highest level with ql > 0 anywhere (~1500-1800 m)"),

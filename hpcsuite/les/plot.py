@@ -92,6 +92,8 @@ def plot_run(path, outdir) -> list[Path]:
         zf = f["zf"][()] if "zf" in f else None
         zh = f["zh"][()] if "zh" in f else None
         prof = {k: f["profiles"][k][()] for k in f["profiles"]} if "profiles" in f else {}
+        if "interval" in f.attrs:
+            prof["_interval_h"] = float(f.attrs["interval"]) / 3600.0
         ts = {k: f["timeseries"][k][()] for k in f["timeseries"]}
     if prof and zf is not None:
         written.append(_profiles(prof, zf, zh, outdir / "profiles.png"))
@@ -107,14 +109,13 @@ def _profiles(prof, zf, zh, out: Path) -> Path:
     nrow = max(1, -(-len(panels) // ncol))
     fig = _figure(figsize=(4 * ncol, 4.2 * nrow), layout="constrained")
     axes = fig.subplots(nrow, ncol, squeeze=False).ravel()
-    hours = prof.get("hours", np.arange(1, 1 + len(next(iter(prof.values())))))
+    rows, labels = _profile_rows(prof)
     from matplotlib import colormaps
     cmap = colormaps["viridis"]
     for ax, (name, scale, label, faces) in zip(axes, panels):
         z = zh if faces else zf
-        for i, hr in enumerate(hours):
-            ax.plot(prof[name][i] * scale, z, color=cmap(i / max(1, len(hours) - 1)),
-                    label=f"hour {hr:g}")
+        for j, (i, lab) in enumerate(zip(rows, labels)):
+            ax.plot(prof[name][i] * scale, z, color=cmap(j / max(1, len(rows) - 1)), label=lab)
         ax.set_xlabel(label)
         ax.set_ylabel("z (m)")
         ax.grid(alpha=0.3)
@@ -124,6 +125,28 @@ def _profiles(prof, zf, zh, out: Path) -> Path:
         axes[0].legend(fontsize="small")
     fig.suptitle("Hourly mean profiles")
     return _save(fig, out)
+
+
+def _profile_rows(prof) -> tuple[list[int], list[str]]:
+    """The rows of the interval-averaged profiles to draw and their legend labels ("hours 5-6").
+
+    A sample exactly at an interval's end belongs to the interval it ends
+    (:mod:`hpcsuite.les.statistics`); a statistics file written before that rule holds, after the
+    last full hour, an extra interval with only the final sample (a 6-hour run showed an "hour
+    7"). Such a trailing fragment -- under a quarter of the samples of the interval before it --
+    is not drawn.
+    """
+    if "hours" in prof:
+        hours = np.asarray(prof["hours"], dtype=float)
+    else:
+        data = [v for k, v in prof.items() if k not in ("nsamples", "_interval_h")]
+        hours = np.arange(1.0, 1.0 + (len(data[0]) if data else 0))
+    rows = list(range(len(hours)))
+    ns = prof.get("nsamples")
+    if ns is not None and len(rows) > 1 and ns[-1] * 4 < ns[-2]:
+        rows.pop()
+    width = float(prof.get("_interval_h", 1.0))
+    return rows, [f"hours {max(0.0, hours[i] - width):g}-{hours[i]:g}" for i in rows]
 
 
 def _timeseries(ts, out: Path) -> Path:

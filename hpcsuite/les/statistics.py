@@ -20,8 +20,10 @@ Profiles (``profiles/<name>``, one row per averaging interval, default an hour)
     faces (nz+1): ``w2`` (variance), ``wthl_res, wthl_sgs, wthl`` and the same for ``qt`` and
     ``thv``: resolved covariances with the scalar interpolated to the ``w`` levels, subgrid fluxes
     ``-K dS/dz`` with ``diag['ekh']`` (surface flux on face 0), totals. ``profiles/hours`` is the
-    end of each interval in hours (interval ``n`` covers ``[n T, (n+1) T)``), ``profiles/nsamples``
-    the samples in it.
+    end of each interval in hours, ``profiles/nsamples`` the samples in it. Interval ``n`` covers
+    ``(n T, (n+1) T]`` (the first ``[0, T]``): a sample exactly at an interval's end belongs to the
+    interval it ends, so a 6-hour run has hours 1-6 and no extra "hour 7" holding only the sample
+    at t = 6 h.
 
 :meth:`Statistics.write` writes an HDF5 file atomically from rank 0 (a temporary name in the same
 folder, then ``os.replace``).
@@ -179,13 +181,18 @@ class Statistics:
         self.time.append(t)
         for k in SERIES:
             self.series[k].append(ts[k])
-        idx = int(math.floor(t / self.interval + 1e-9))
+        idx = self.interval_index(t)
         acc = self._intervals.setdefault(idx, {"n": 0})
         acc["n"] += 1
         for n, v in out.items():
             acc[n] = acc.get(n, 0.0) + v
         out.update(ts)
         return out
+
+    def interval_index(self, t: float) -> int:
+        """The averaging interval of a sample at time ``t``: ``n`` for ``n T < t <= (n+1) T``
+        (0 for ``t <= T``); a sample within ``1e-9 T`` of an interval end counts as at it. Local."""
+        return max(0, int(math.ceil(t / self.interval - 1e-9)) - 1)
 
     # -------------------------------------------------------------------------------- results
     def timeseries(self) -> dict:

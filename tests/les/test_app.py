@@ -3,28 +3,19 @@ exact solutions (HDF5 output read back serially), bad decks rejected before the 
 naming the key, checkpoint/restart continuing bit-identically, and blow-up detection that keeps the
 last good checkpoint."""
 import math
-import tomllib
 
 import h5py
 import numpy as np
 import pytest
 
 from helpers import HPCSUITE, ROOT
+from hpcsuite import deck as dk
 from dyncases import taylor_green
 
 
 def deck_text(name, **changes):
-    """An inputs/ deck with ``{"table.key": value}`` changed (TOML written back by hand)."""
-    raw = tomllib.loads((ROOT / "inputs" / f"{name}.toml").read_text())
-    for k, v in changes.items():
-        t, key = k.split(".")
-        raw.setdefault(t, {})[key] = v
-    lines = []
-    for t, kv in raw.items():
-        lines.append(f"[{t}]")
-        for key, v in kv.items():
-            lines.append(f"{key} = {v!r}".replace("'", '"').replace("True", "true").replace("False", "false"))
-    return "\n".join(lines) + "\n"
+    """An inputs/ deck with ``{"table.key": value}`` changed."""
+    return dk.modified(ROOT / "inputs" / f"{name}.toml", changes)
 
 
 def write(tmp_path, name, fname="d.toml", **changes):

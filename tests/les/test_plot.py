@@ -62,3 +62,24 @@ def test_plot_run_without_crosssection_and_errors(tmp_path):
     empty.mkdir()
     with pytest.raises(InputError, match="no statistics file"):
         plot_run(empty, tmp_path / "out")
+
+
+def test_profile_legend_has_hours_1_to_6_for_a_6_hour_run():
+    """A 6-hour run sampled every minute: six curves "hours 0-1" ... "hours 5-6"; a statistics file
+    written before the interval-end rule (an extra interval holding only the sample at 6 h) does
+    not get a seventh curve."""
+    from hpcsuite.les.plot import _profile_rows
+    grid = Grid.uniform(4, 4, 3, 400.0, 400.0, 300.0)
+    stats = Statistics(Team.world(), grid)
+    for t in np.arange(60.0, 6 * 3600 + 1, 60.0):
+        stats._record(float(t), {"thl": np.full(3, t)}, {})
+    prof = stats.profiles()
+    prof["_interval_h"] = 1.0
+    rows, labels = _profile_rows(prof)
+    assert rows == list(range(6)) and labels == [f"hours {h}-{h + 1}" for h in range(6)]
+    old = {"hours": np.arange(1.0, 8.0), "nsamples": np.array([60] * 6 + [1]), "thl": np.zeros((7, 3))}
+    rows, labels = _profile_rows(old)
+    assert rows == list(range(6)) and labels[-1] == "hours 5-6"
+    # a last interval that is merely short (a run ending at 5.5 h) is kept
+    short = {"hours": np.arange(1.0, 7.0), "nsamples": np.array([60] * 5 + [30]), "thl": np.zeros((6, 3))}
+    assert _profile_rows(short)[0] == list(range(6))

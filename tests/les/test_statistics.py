@@ -62,7 +62,7 @@ def _reference(grid, f, ekh, base):
 def test_statistics_match_numpy_on_the_global_fields(team, shared_tmp):
     stats = None
     samples = []
-    for t, seed in ((0.0, 1), (1800.0, 2), (3600.0, 3)):
+    for t, seed in ((1800.0, 1), (3600.0, 2), (5400.0, 3)):       # 3600 ends the first hour
         grid, f, ekh = _global_state(seed)
         base = thermo.base_state(grid, 101500.0, 300.0, f["thl"].mean(axis=(0, 1)), f["qt"].mean(axis=(0, 1)))
         ctx = make_ctx(team, grid, f, base=base)
@@ -85,7 +85,7 @@ def test_statistics_match_numpy_on_the_global_fields(team, shared_tmp):
     stats.write(path, attrs={"case": "test"})
     team.barrier()
     with h5py.File(path, "r") as h:
-        np.testing.assert_array_equal(h["timeseries/time"][()], [0, 1800, 3600])
+        np.testing.assert_array_equal(h["timeseries/time"][()], [1800, 3600, 5400])
         np.testing.assert_allclose(h["timeseries/cloud_cover"][()], [s["cloud_cover"] for s in samples], rtol=1e-12)
         np.testing.assert_array_equal(h["profiles/hours"][()], [1.0, 2.0])
         np.testing.assert_array_equal(h["profiles/nsamples"][()], [2, 1])
@@ -108,3 +108,26 @@ def test_statistics_without_clouds_or_scalars(team):
     assert np.isnan(got["cloud_base"]) and np.isnan(got["zi"])
     assert "thl" not in stats.profiles()
     ctx.store.free()
+
+
+def test_a_sample_at_an_interval_end_belongs_to_the_interval_it_ends():
+    """A 6-hour run sampled every 600/7 s (t = 0, ..., 21600 as sums of the steps, which miss the
+    full hours by rounding): hours 1-6, no "hour 7" holding only the sample at 6 h."""
+    from hpcsuite.runtime import Team
+    grid = Grid.uniform(4, 4, 3, 400.0, 400.0, 300.0)
+    stats = Statistics(Team.world(), grid)
+    times = np.cumsum(np.full(252, 600.0 / 7.0))
+    times = np.concatenate([[0.0], times])
+    assert times[-1] != 21600.0 and times[-1] == pytest.approx(21600.0, rel=1e-12)
+    for t in times:
+        stats._record(float(t), {"thl": np.full(3, t)}, {})
+    prof = stats.profiles()
+    np.testing.assert_array_equal(prof["hours"], [1, 2, 3, 4, 5, 6])
+    # [0, 3600] in the first hour (t = 0 starts it), (3600 k, 3600 (k + 1)] in the others
+    np.testing.assert_array_equal(prof["nsamples"], [43, 42, 42, 42, 42, 42])
+    ends = np.arange(1, 7) * 3600.0
+    ref = [np.mean(times[(times > e - 3600.0 + 1e-6) & (times <= e + 1e-6)]) for e in ends]
+    ref[0] = np.mean(times[times <= 3600.0 + 1e-6])
+    np.testing.assert_allclose(prof["thl"][:, 0], ref, rtol=1e-12)
+    assert [stats.interval_index(t) for t in (0.0, 1.0, 3600.0, 3600.0 * (1 + 1e-12), 3600.01, 7200.0)] \
+        == [0, 0, 0, 0, 1, 1]
