@@ -44,7 +44,9 @@ SlurmUser=root
 SlurmdUser=root
 AuthType=auth/munge
 CredType=cred/munge
-AuthInfo=socket=$dir/munge/munge.sock
+# cred_expire: how long a requeued job waits before it may start again (default 120 s; starting
+# it sooner fails with "Job credential revoked"). Short here so requeue tests finish quickly.
+AuthInfo=socket=$dir/munge/munge.sock,cred_expire=10
 StateSaveLocation=$dir/state
 SlurmdSpoolDir=$dir/spool/%n
 SlurmctldPidFile=$dir/slurmctld.pid
