@@ -40,6 +40,11 @@ def fit_threads(team) -> int:
             and not os.environ.get("HPCSUITE_THREADS"):
         return int(os.environ.get("OPENBLAS_NUM_THREADS") or os.environ.get("OMP_NUM_THREADS") or 1)
     n = threads_per_rank(team)
+    # threadpoolctl limits only the libraries loaded so far, and SciPy brings its own OpenBLAS,
+    # loaded on first import: without this, 2 ranks ran SciPy's LAPACK with 2 threads each and a
+    # 256 x 256 potrf took 160 ms instead of 0.3 ms
+    import scipy.linalg  # noqa: F401
+    import scipy.linalg.cython_lapack  # noqa: F401
     from threadpoolctl import threadpool_limits
     _limiter = threadpool_limits(limits=n)          # kept alive: the limit holds for the process
     try:

@@ -33,6 +33,7 @@ import numpy as np
 from mpi4py import MPI
 
 from ..runtime import comm_hooks, compute_hooks
+from ..runtime.waiting import wait as _wait
 from .stats import Model
 
 __all__ = ["Execution", "ExecutionResult", "Abandoned", "MODES", "run_full"]
@@ -194,7 +195,7 @@ class Execution:
         else:
             mine = self._steady(k) and name in _SKIPPABLE
             buf = np.array([*self.path, 0.0 if mine else 1.0])
-            _polite_wait(team.comm.Iallreduce(MPI.IN_PLACE, buf, op=MPI.MAX))   # merge paths, agree
+            _wait(team.comm.Iallreduce(MPI.IN_PLACE, buf, op=MPI.MAX))   # merge paths, agree
             self.path[:] = buf[:4]
             self._check_bound()
             if buf[4] == 0.0:
@@ -242,17 +243,6 @@ class Execution:
     def _check_bound(self) -> None:
         if self.abandon_above is not None and self.path[0] > self.abandon_above:
             raise Abandoned(float(self.path[0]), self.abandon_above)
-
-
-def _polite_wait(req) -> None:
-    """Wait for an internal request while sleeping in short steps: when ranks oversubscribe the
-    cores, a rank spinning in MPI's progress loop steals the CPU from the rank it waits for."""
-    if req.Test():
-        return
-    delay = 2e-6
-    while not req.Test():
-        time.sleep(delay)
-        delay = min(delay * 2, 2e-4)
 
 
 def run_full(program, comm=None) -> float:
