@@ -18,6 +18,14 @@ tag. Time between intercepted kernels (Python glue) is measured and charged as c
 time of the internal allreduces and of input resets is excluded. The result of a run is its
 predicted critical-path time.
 
+Racing (``abandon_above``): once a rank's path exceeds the bound it marks the path *abandoned*.
+The mark travels with the path like the times do, and every rank that has seen it skips all
+remaining kernels it can (buffer collectives by the same agreement as steady ones, point-to-point
+transfers by the sender's word, all computation), so the program runs to its end in a fraction of
+its time and :class:`Abandoned` is raised on every rank when the context exits. Raising at the
+moment of the crossing would deadlock: a path merged on a row communicator of a process grid is
+known only to that row, and the other ranks would wait for it in their next column collective.
+
 Numerical safety: skipped kernels leave buffers stale. A computation kernel that does run after a
 skip first calls its ``reset`` hook (e.g. potrf makes its block SPD) and the reset time is excluded;
 a selective run is flagged ``numerically_valid=False`` when anything was skipped. Object (pickle)
@@ -48,7 +56,8 @@ _SKIPPABLE = {"Barrier", "Bcast", "Ibcast", "Allreduce", "Allgather", "Allgather
 
 
 class Abandoned(Exception):
-    """Raised on every rank when a run's predicted path exceeds the bound set by a racing search."""
+    """Raised on every rank, when the context exits, if a run's predicted path exceeded the bound
+    set by a racing search."""
 
     def __init__(self, predicted: float, bound: float):
         super().__init__(f"predicted time {predicted:.4g} s already exceeds the bound {bound:.4g} s")
@@ -96,9 +105,9 @@ class Execution:
         self.model, self.mode = model, mode
         self.comm = comm if comm is not None else MPI.COMM_WORLD
         self.abandon_above = abandon_above
-        # total, computation, communication, and "a kernel was skipped upstream" (merged like the
-        # times: stale data travels with the messages that carry it)
-        self.path = np.zeros(4)
+        # total, computation, communication, "a kernel was skipped upstream" (stale data travels
+        # with the messages that carry it) and "abandoned": all merged with MAX
+        self.path = np.zeros(5)
         self.result = ExecutionResult(mode)
         self._skipped_any = False
         self._last = 0.0
@@ -119,12 +128,14 @@ class Execution:
         if exc_type is not None:
             return
         self._glue()
-        buf = np.array([*self.path[:3], float(self._skipped_any), time.perf_counter() - self._t0])
+        buf = np.array([*self.path[:3], float(self._skipped_any), self.path[4], time.perf_counter() - self._t0])
         self.comm.Allreduce(MPI.IN_PLACE, buf, op=MPI.MAX)
         r = self.result
         r.predicted, r.computation, r.communication = (float(x) for x in buf[:3])
-        r.wall = float(buf[4])
+        r.wall = float(buf[5])
         r.numerically_valid = not buf[3]
+        if buf[4]:
+            raise Abandoned(r.predicted, self.abandon_above)
 
     # ------------------------------------------------------------------ accounting
     def _glue(self) -> None:
@@ -143,13 +154,13 @@ class Execution:
             self.result.executed += 1
 
     def _steady(self, key) -> bool:
-        if self.mode == "skeleton":
+        if self.mode == "skeleton" or self.path[4]:
             return True
         return self.mode == "selective" and self.model.steady(key)
 
     def _charge(self, key, comm: bool) -> float:
         s = self.model.kernels.get(key)
-        t = s.mean if (s is not None and self.mode != "skeleton") else 0.0
+        t = s.mean if (s is not None and self.mode != "skeleton" and not self.path[4]) else 0.0
         if s is not None:
             s.skipped += 1
         self._skipped_any = True
@@ -179,6 +190,7 @@ class Execution:
             res, t = self._timed(k, fn, args, kwargs)
         self.path[0] += t
         self.path[1] += t
+        self._check_bound()
         self._last = time.perf_counter()
         return res
 
@@ -196,9 +208,9 @@ class Execution:
             mine = self._steady(k) and name in _SKIPPABLE
             buf = np.array([*self.path, 0.0 if mine else 1.0])
             _wait(team.comm.Iallreduce(MPI.IN_PLACE, buf, op=MPI.MAX))   # merge paths, agree
-            self.path[:] = buf[:4]
+            self.path[:] = buf[:5]
             self._check_bound()
-            if buf[4] == 0.0:
+            if buf[5] == 0.0:
                 t, res = self._charge(k, comm=True), None
             else:
                 self._last = time.perf_counter()
@@ -217,9 +229,10 @@ class Execution:
         team.comm.Sendrecv(out, dest, _PATH_TAG, inn, source, _PATH_TAG)   # the path goes ahead
         if source == MPI.PROC_NULL:
             inn = out.copy()
-        self.path[:] = np.maximum(self.path, inn[:4])
+        self.path[:] = np.maximum(self.path, inn[:5])
+        self._check_bound()
         skip_send = mine or dest == MPI.PROC_NULL
-        skip_recv = bool(inn[4]) or source == MPI.PROC_NULL     # the receiver follows the sender
+        skip_recv = bool(inn[5]) or source == MPI.PROC_NULL     # the receiver follows the sender
         self._last = time.perf_counter()
         if skip_send and skip_recv:
             t = self._charge(k, comm=True)
@@ -241,8 +254,9 @@ class Execution:
         return None
 
     def _check_bound(self) -> None:
+        """Mark the path abandoned once it exceeds the racing bound (see the module notes)."""
         if self.abandon_above is not None and self.path[0] > self.abandon_above:
-            raise Abandoned(float(self.path[0]), self.abandon_above)
+            self.path[4] = 1.0
 
 
 def run_full(program, comm=None) -> float:

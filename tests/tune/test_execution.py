@@ -124,17 +124,43 @@ def test_skeleton_counts_without_executing(team):
 
 
 @pytest.mark.mpi
-def test_abandon_is_raised_on_every_rank_at_the_same_point(team):
+def test_abandon_is_raised_on_every_rank_and_skips_the_rest(team):
     model = Model()
-    seen = []
+    calls = []
     with pytest.raises(Abandoned):
-        with Execution(model, "profile", abandon_above=T_WORK * 2.5):
+        with Execution(model, "profile", abandon_above=T_WORK * 2.5) as ex:
             for i in range(STEPS):
-                compute("work", (1,), time.sleep, T_WORK)
-                seen.append(i)
+                compute("work", (1,), lambda: (time.sleep(T_WORK), calls.append(i)))
                 team.Allreduce(MPI.IN_PLACE, np.zeros(1), op=MPI.SUM)
-    counts = team.allgather(len(seen))
-    assert len(set(counts)) == 1 and counts[0] < STEPS
+    # the bound is crossed in the third step; every kernel after the next merge is skipped
+    ran = team.allgather(len(calls))
+    assert all(2 <= r <= 4 for r in ran), ran
+    assert team.allgather(ex.result.counts["Allreduce"]) == [ex.result.counts["Allreduce"]] * team.size
+    assert ex.result.counts["Allreduce"][1] >= STEPS - 4
+
+
+@pytest.mark.mpi
+def test_abandon_on_a_sub_communicator_does_not_deadlock(team):
+    """Collectives on the rows and columns of a process grid: the rank that crosses the bound
+    merges its path with its row only. Raising there would leave the other rows waiting in their
+    column collectives; the abandoned mark must reach every rank and all must raise."""
+    dims = MPI.Compute_dims(team.size, 2)
+    grid = team.grid(dims)
+    row, col = grid.sub([False, True]), grid.sub([True, False])
+    buf = np.ones(16)
+    try:
+        with pytest.raises(Abandoned):
+            with Execution(Model(), "profile", abandon_above=T_WORK * 3.5):
+                for _ in range(STEPS):
+                    # only rank 0 is slow: it alone crosses the bound, on its own
+                    compute("work", (1,), time.sleep, T_WORK * (3 if team.rank == 0 else 0.1))
+                    row.Allreduce(MPI.IN_PLACE, buf, op=MPI.MAX)
+                    col.Bcast(buf, root=0)
+        # the world is still usable: nothing is left in flight
+        assert team.allreduce(1) == team.size
+    finally:
+        for t in (row, col, grid):
+            t.free()
 
 
 def test_bad_mode():
