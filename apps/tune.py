@@ -30,11 +30,14 @@ SCHEMA = dk.Schema({
         "mode": dk.Choice(default="selective", choices=MODES, help="how configurations run while searching"),
         "tolerance": dk.Float(default=0.05, gt=0, lt=1, help="relative confidence half-width for steady kernels"),
         "confidence": dk.Float(default=0.95, gt=0, lt=1, help="confidence level of that interval"),
-        "min_samples": dk.Int(default=3, min=2, help="samples before a kernel may be skipped"),
+        "min_samples": dk.Int(default=2, min=2, help="samples before a kernel may be skipped"),
         "samples": dk.Int(default=0, min=0, help="configurations for the random strategy"),
         "seed": dk.Int(default=0, min=0),
         "compare_full": dk.Bool(default=False, help="also run every configuration fully"),
-        "full_repeats": dk.Int(default=1, min=1, help="full runs per configuration (median kept)"),
+        "iterations": dk.Int(default=1, min=1, help="runs of each configuration (later runs skip what "
+                                                    "earlier ones made steady); times are per run"),
+        "full_repeats": dk.Int(default=0, min=0, help="full runs per configuration with compare_full "
+                                                      "(median kept; 0: as many as iterations)"),
         "model": dk.Str(default="", help="kernel statistics to start from (a JSON model file)"),
         "save_model": dk.Str(default="", help="where to save the statistics afterwards"),
         "report": dk.Str(default="", help="JSON report file"),
@@ -113,7 +116,8 @@ def run(deck, ctx) -> int:
     shard = ctx.extra.get("shard")
     tuner = Autotuner(space, target.run, strategy=t.strategy, mode=t.mode, tolerance=t.tolerance,
                       confidence=t.confidence, min_samples=t.min_samples, samples=t.samples or None,
-                      model=model, comm=team.comm, seed=t.seed, progress=progress, prepare=target.prepare)
+                      model=model, comm=team.comm, seed=t.seed, progress=progress, prepare=target.prepare,
+                      iterations=t.iterations)
     if shard is not None:                 # one task of a job array: every count-th configuration
         k, count = shard
         tuner.configs = tuner.configs[k::count]
@@ -122,8 +126,8 @@ def run(deck, ctx) -> int:
             return 0
     log.info(f"tuning {t.target} ({', '.join(f'{k}={v}' for k, v in deck.problem.items() if v)}) over "
              f"{len(tuner.configs)} configurations on {team.size} rank(s), strategy {t.strategy}, "
-             f"mode {t.mode}, tolerance {t.tolerance}, confidence {t.confidence}")
-    res = tuner.tune(compare_full=compare, full_repeats=t.full_repeats)
+             f"mode {t.mode}, {t.iterations} run(s) each, tolerance {t.tolerance}, confidence {t.confidence}")
+    res = tuner.tune(compare_full=compare, full_repeats=t.full_repeats or None)
     if team.rank == 0 and not ctx.quiet:
         print(res.table())
     if res.best_config is None:

@@ -3,13 +3,16 @@ model) and Optuna (TPE sampler with successive-halving pruning), in one MPI run.
 
 For the distributed Cholesky (or CholeskyQR2) configuration space of ``inputs/tune_*.toml`` it
 
-1. runs every configuration fully ``--truth-repeats`` times: the median is the *true* time, the
-   first run of each is what exhaustive autotuning costs (the reference wall time);
-2. tunes with ``hpcsuite.tune.Autotuner`` (mode ``selective``): strategy ``grid``, strategy
-   ``racing``, and ``grid`` again starting from the first search's saved statistics (a later job
-   starting warm);
+1. runs every configuration fully ``--iterations`` times (at least ``--truth-repeats``): the
+   median is the *true* time per run, the time of ``--iterations`` runs of every configuration is
+   what exhaustive autotuning costs (the reference wall time);
+2. tunes with ``hpcsuite.tune.Autotuner`` (mode ``selective``, ``--iterations`` runs per
+   configuration, as the reference autotuner evaluates each configuration over an iteration
+   count): strategy ``grid``, strategy ``racing``, and ``grid`` again starting from the first
+   search's saved statistics (a later job starting warm);
 3. tunes with Optuna (ask/tell on rank 0, configurations broadcast): TPE sampler, successive-halving
-   pruner with the number of repeated full runs as the resource, ``--optuna-trials`` trials.
+   pruner with the number of full runs (up to ``--iterations``) as the resource,
+   ``--optuna-trials`` trials.
 
 and prints per approach: wall time, speedup over exhaustive, mean prediction error (selective
 runs), the chosen configuration and how much slower it truly is than the true best. Input
@@ -60,20 +63,21 @@ def space_for(args) -> dict:
     return {"panel": args.panels, "grid": grids}
 
 
-def exhaustive(configs, programs, repeats: int):
-    """Every configuration fully, ``repeats`` times. Returns (true medians, first-run wall time)."""
-    truth, first_total = {}, 0.0
+def exhaustive(configs, programs, iterations: int, repeats: int):
+    """Every configuration fully, ``max(iterations, repeats)`` times. Returns (true medians, wall
+    time of ``iterations`` runs of every configuration)."""
+    truth, total = {}, 0.0
     for cfg in configs:
-        times = [run_full(programs[key(cfg)], COMM) for _ in range(repeats)]
+        times = [run_full(programs[key(cfg)], COMM) for _ in range(max(iterations, repeats))]
         truth[key(cfg)] = statistics.median(times)
-        first_total += times[0]
-    return truth, first_total
+        total += sum(times[:iterations])
+    return truth, total
 
 
 def selective(space, target, states, strategy: str, args, model=None):
     t = Autotuner(space, target.run, strategy=strategy, mode="selective", tolerance=args.tolerance,
                   confidence=args.confidence, min_samples=args.min_samples, model=model, comm=COMM,
-                  prepare=lambda cfg: states[key(cfg)])
+                  prepare=lambda cfg: states[key(cfg)], iterations=args.iterations)
     t._release = lambda cfg: None        # the bench keeps the prepared inputs for every approach
     return t.tune(), t.model
 
@@ -111,7 +115,7 @@ def optuna_search(space, programs, args, truth, true_best):
         cfg = COMM.bcast(cfg)
         k = key(cfg)
         times, pruned = list(seen.get(k, [])), False
-        for step in range(len(times), args.full_repeats):
+        for step in range(len(times), args.iterations):
             times.append(run_full(programs[k], COMM))
             stop = False
             if rank == 0:
@@ -147,12 +151,14 @@ def main() -> None:
     ap.add_argument("--panels", type=int, nargs="+", default=[16, 32, 64, 128, 256])
     ap.add_argument("--grids", nargs="+", metavar="PRxPC", help="process grids (default: auto)")
     ap.add_argument("--truth-repeats", type=int, default=3)
-    ap.add_argument("--full-repeats", type=int, default=2, help="Optuna's largest resource (full runs)")
+    ap.add_argument("--iterations", type=int, default=10,
+                    help="runs per configuration (exhaustive, selective, and Optuna's largest resource)")
     ap.add_argument("--optuna-trials", type=int, default=8)
     ap.add_argument("--tolerance", type=float, default=0.05)
     ap.add_argument("--confidence", type=float, default=0.95)
     ap.add_argument("--min-samples", type=int, default=3)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--detail", action="store_true", help="print every configuration's prediction")
     ap.add_argument("--json", help="append the rows as JSON lines to this file (rank 0)")
     args = ap.parse_args()
 
@@ -169,10 +175,11 @@ def main() -> None:
 
     # warm-up: first-call costs (imports, plan caches) out of every approach's time
     run_full(programs[key(configs[0])], COMM)
-    truth, t_exhaustive = exhaustive(configs, programs, args.truth_repeats)
+    truth, t_exhaustive = exhaustive(configs, programs, args.iterations, args.truth_repeats)
     true_best = min(truth.values())
     best_cfg = min(configs, key=lambda c: truth[key(c)])
-    say(f"# true best {best_cfg}: {true_best:.4g} s; exhaustive (one full run each): {t_exhaustive:.3g} s")
+    say(f"# true best {best_cfg}: {true_best:.4g} s per run; exhaustive ({args.iterations} full runs "
+        f"each): {t_exhaustive:.3g} s")
 
     rows = [("exhaustive full runs", t_exhaustive, 1.0, None, best_cfg, 0.0, None)]
 
@@ -183,6 +190,13 @@ def main() -> None:
         within = truth[key(res.best_config)] / true_best - 1 if res.best_config else None
         rows.append((name, res.tuning_wall_time_s, t_exhaustive / res.tuning_wall_time_s, err,
                      res.best_config, within, res.skipped_fraction))
+        if args.detail:
+            say(f"# {name}: configuration, true s per run, predicted s, signed error, kernels run/skipped")
+            for r in res.results:
+                tr = truth[key(r.config)]
+                pe = f"{100 * (r.predicted_time / tr - 1):+.1f}%" if r.predicted_time else r.status
+                say(f"#   {r.config}  {tr:.4f}  {r.predicted_time or float('nan'):.4f}  {pe}  "
+                    f"{r.executed}/{r.skipped}")
 
     res, model = selective(space, target, states, "grid", args)
     add("selective grid (cold)", res)
@@ -220,7 +234,7 @@ def main() -> None:
             with open(args.json, "a") as f:
                 for r in rows:
                     f.write(json.dumps({"bench": "tune_search", "target": args.target, "ranks": COMM.Get_size(),
-                                        "approach": r[0], "wall_s": r[1], "speedup": r[2], "pred_err": r[3],
+                                        "approach": r[0], "iterations": args.iterations, "wall_s": r[1], "speedup": r[2], "pred_err": r[3],
                                         "chosen": r[4], "within": r[5], "skipped": r[6]}, default=str) + "\n")
     for s in states.values():
         s.free()

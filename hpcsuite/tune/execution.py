@@ -48,6 +48,7 @@ __all__ = ["Execution", "ExecutionResult", "Abandoned", "MODES", "run_full"]
 
 MODES = ("profile", "selective", "skeleton")
 _PATH_TAG = 32731                      # tag of the path messages that precede point-to-point data
+_ACK_IN, _ACK_OUT = np.zeros(1, np.int8), np.zeros(1, np.int8)
 # collectives: merged and agreed on with one internal allreduce; buffer ones may be skipped
 _COLLECTIVE = {"Barrier", "Bcast", "Ibcast", "Allreduce", "Allgather", "Allgatherv", "Alltoallv",
                "Alltoallw", "Reduce", "bcast", "allreduce", "allgather", "gather"}
@@ -110,6 +111,8 @@ class Execution:
         self.path = np.zeros(5)
         self.result = ExecutionResult(mode)
         self._skipped_any = False
+        self._prev = None              # key of the last intercepted kernel, and whether it was skipped
+        self._prev_skipped = False
         self._last = 0.0
         self._stack = []
 
@@ -163,6 +166,7 @@ class Execution:
         t = s.mean if (s is not None and self.mode != "skeleton" and not self.path[4]) else 0.0
         if s is not None:
             s.skipped += 1
+        self._prev, self._prev_skipped = key, True
         self._skipped_any = True
         self.path[3] = 1.0
         self._count(key, True)
@@ -173,6 +177,7 @@ class Execution:
         res = fn(*args, **kwargs)
         t = time.perf_counter() - t0
         self.model.stats(key).add(t)
+        self._prev, self._prev_skipped = key, False
         self._count(key, False)
         return res, t
 
@@ -222,27 +227,34 @@ class Execution:
 
     def _on_sendrecv(self, team, nbytes, fn, args, kwargs):
         sendbuf, dest, sendtag, recvbuf, source, recvtag = args
-        k = ("comm", "Sendrecv", 2, int(nbytes))
+        sends, receives = dest != MPI.PROC_NULL, source != MPI.PROC_NULL
+        # the key says which halves this rank does: the two ends of a chain (send only, receive
+        # only) take different times than the middle, and one key for all would never be steady
+        k = ("comm", "Sendrecv", 2, int(nbytes), int(sends), int(receives))
         mine = self._steady(k)
         out = np.array([*self.path, 1.0 if mine else 0.0])
         inn = out.copy()
         # the path goes ahead (non-blocking + the runtime's wait: blocking calls spin, and with
         # more ranks than cores that made a ring broadcast 9x slower under the tuner)
         _waitall([team.comm.Irecv(inn, source, _PATH_TAG), team.comm.Isend(out, dest, _PATH_TAG)])
-        if source == MPI.PROC_NULL:
+        # and an acknowledgement back, so that the sender too starts timing once its receiver is
+        # there: when skipping has put the ranks at different real times, a send that waits for a
+        # late receiver would otherwise count that wait as communication
+        _waitall([team.comm.Irecv(_ACK_IN, dest, _PATH_TAG + 1), team.comm.Isend(_ACK_OUT, source, _PATH_TAG + 1)])
+        if not receives:
             inn = out.copy()
         self.path[:] = np.maximum(self.path, inn[:5])
         self._check_bound()
-        skip_send = mine or dest == MPI.PROC_NULL
-        skip_recv = bool(inn[5]) or source == MPI.PROC_NULL     # the receiver follows the sender
+        do_send = sends and not mine
+        do_recv = receives and not inn[5]                   # the receiver follows the sender
         self._last = time.perf_counter()
-        if skip_send and skip_recv:
-            t = self._charge(k, comm=True)
-        elif not skip_send and not skip_recv:
+        if do_send == sends and do_recv == receives:        # all of this rank's part runs
             _, t = self._timed(k, fn, args, kwargs)
-        else:
+        elif not do_send and not do_recv:
+            t = self._charge(k, comm=True)
+        else:                                               # half skipped: time it, keep no sample
             t0 = time.perf_counter()
-            if skip_send:
+            if do_recv:
                 _wait(team.comm.Irecv(recvbuf, source, recvtag))
             else:
                 _wait(team.comm.Isend(sendbuf, dest, sendtag))

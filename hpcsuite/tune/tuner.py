@@ -9,6 +9,13 @@ Strategies:
   lower bound of its final time, known identically on every rank) exceeds the best prediction so
   far by more than the tolerance, so whole bad configurations stop early.
 
+Each configuration is evaluated over ``iterations`` runs of its program, as an iterative
+application (or a benchmark loop) runs it, and as the reference autotuner evaluates
+configurations: the first runs execute and time the kernels, later ones skip what became steady.
+The predicted time of a configuration is the median over its runs of the predicted critical path
+(robust to first-run costs such as page faults), as the full comparison keeps the median of
+``iterations`` runs without interception.
+
 Kernel statistics persist across configurations (later ones skip kernels that earlier ones made
 steady) and can be saved to / loaded from a model file. A configuration whose run raises is
 recorded as invalid with the reason, and the search goes on. With ``compare_full`` every valid
@@ -21,6 +28,7 @@ import itertools
 import json
 import os
 import random
+import statistics
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -122,6 +130,7 @@ class TuningResult:
     tolerance: float = 0.0
     confidence: float = 0.0
     ranks: int = 1
+    iterations: int = 1               # runs per configuration (times are per run)
 
     @property
     def speedup(self) -> float | None:
@@ -181,6 +190,8 @@ class Autotuner:
         The ranks running the program (default COMM_WORLD).
     progress : callable, optional
         ``progress(i, n, ConfigResult)`` after each configuration (rank 0 prints).
+    iterations : int
+        Runs of the program per configuration (the time per run is what is predicted).
 
     Raises
     ------
@@ -192,7 +203,10 @@ class Autotuner:
                  mode: str = "selective", tolerance: float = 0.05, confidence: float = 0.95,
                  min_samples: int = 3, samples: int | None = None, model: Model | None = None,
                  comm=None, seed: int = 0, progress: Callable | None = None,
-                 prepare: Callable[[dict], object] | None = None):
+                 prepare: Callable[[dict], object] | None = None, iterations: int = 1):
+        if not isinstance(iterations, int) or isinstance(iterations, bool) or iterations < 1:
+            raise ValueError(f"iterations must be an integer >= 1, got {iterations!r}")
+        self.iterations = iterations
         if strategy not in STRATEGIES:
             raise ValueError(f"strategy must be one of {', '.join(STRATEGIES)}, got {strategy!r}")
         if mode not in MODES:
@@ -230,11 +244,17 @@ class Autotuner:
     def _evaluate(self, cfg: dict, bound: float | None) -> ConfigResult:
         t0 = time.perf_counter()
         err = None
-        ex = Execution(self.model, self.mode, self.comm, abandon_above=bound)
+        predicted, executed, skipped = [], 0, 0
         try:
             program = self._program(cfg)
-            with ex:
-                program()
+            for _ in range(self.iterations):
+                ex = Execution(self.model, self.mode, self.comm, abandon_above=bound)
+                try:
+                    with ex:
+                        program()
+                finally:
+                    executed, skipped = executed + ex.result.executed, skipped + ex.result.skipped
+                predicted.append(ex.result.predicted)
         except Abandoned as exc:
             err = ("abandoned", f"predicted > {exc.bound:.4g} s after {exc.predicted:.4g} s")
         except Exception as exc:          # noqa: BLE001 - an invalid configuration, recorded
@@ -245,16 +265,18 @@ class Autotuner:
         dt = self.comm.allreduce(time.perf_counter() - t0, op=MPI.MAX)
         if first is not None:
             return ConfigResult(cfg, first[0], reason=first[1].splitlines()[0][:200], tuning_time=dt,
-                                executed=ex.result.executed, skipped=ex.result.skipped)
-        r = ex.result
-        return ConfigResult(cfg, "ok", predicted_time=r.predicted, executed=r.executed,
-                            skipped=r.skipped, tuning_time=dt)
+                                executed=executed, skipped=skipped)
+        return ConfigResult(cfg, "ok", predicted_time=statistics.median(predicted), executed=executed,
+                            skipped=skipped, tuning_time=dt)
 
-    def tune(self, compare_full: bool = False, full_repeats: int = 1) -> TuningResult:
-        """Run the search; with ``compare_full`` also run every valid configuration fully (right
-        after its selective evaluation, timed separately). Collective over ``comm``."""
+    def tune(self, compare_full: bool = False, full_repeats: int | None = None) -> TuningResult:
+        """Run the search; with ``compare_full`` also run every valid configuration fully
+        ``full_repeats`` times (default: ``iterations``), right after its selective evaluation,
+        timed separately. Collective over ``comm``."""
+        full_repeats = self.iterations if full_repeats is None else full_repeats
         res = TuningResult(self.strategy, self.mode, tolerance=self.model.tolerance,
-                           confidence=self.model.confidence, ranks=self.comm.Get_size())
+                           confidence=self.model.confidence, ranks=self.comm.Get_size(),
+                           iterations=self.iterations)
         self.comm.Barrier()
         t0 = time.perf_counter()
         full_time = 0.0

@@ -16,6 +16,7 @@ name = "tune"
 target = "{target}"
 strategy = "{strategy}"
 tolerance = {tolerance}
+iterations = {iterations}
 report = "{report}"
 [problem]
 n = {n}
@@ -26,22 +27,23 @@ n = {n}
 
 
 def write(tmp_path, name="t", target="cholesky", strategy="grid", tolerance=0.1, n=192,
-          problem_extra="", space='block = [16, 64]\nvariant = ["bcast", "ring"]', **_):
+          problem_extra="", space='block = [16, 64]\nvariant = ["bcast", "ring"]', iterations=1, **_):
     report = tmp_path / f"{name}.json"
     path = tmp_path / f"{name}.toml"
     path.write_text(DECK.format(target=target, strategy=strategy, tolerance=tolerance, n=n, report=report,
-                                problem_extra=problem_extra, space=space))
+                                problem_extra=problem_extra, space=space, iterations=iterations))
     return path, report
 
 
 @pytest.mark.parametrize("nranks", [1, 2])
 def test_search_with_full_comparison(tmp_path, nranks):
-    deck, report = write(tmp_path)
+    deck, report = write(tmp_path, iterations=3)
     p = run_cmd([HPCSUITE, "tune", deck, "--compare-full"], nranks=nranks, timeout=240, env=ENV)
     assert p.returncode == 0, p.stdout + p.stderr
     assert "best " in p.stdout and "full runs took" in p.stdout
     res = json.loads(report.read_text())
-    assert res["ranks"] == nranks
+    assert res["ranks"] == nranks and res["iterations"] == 3
+    assert "3 run(s) each" in p.stdout + p.stderr
     configs = [r["config"] for r in res["results"]]
     assert len(configs) == 4 and all(r["status"] == "ok" for r in res["results"])
     assert res["best_config"] in configs
@@ -77,6 +79,7 @@ def test_shards_and_collect(tmp_path):
     ({"target": "cholqr", "space": "panel = [8]", "problem_extra": "m = 10"}, 1, ["[problem]", "m"]),
     ({"target": "cholqr", "space": "block = [8]", "problem_extra": "m = 1000"}, 1, ["[space]"]),
     ({"strategy": "annealing"}, 1, ["[tune]", "strategy"]),
+    ({"iterations": 0}, 1, ["[tune]", "iterations"]),
     ({"space": 'block = [0]'}, 1, ["[space]", "block"]),
 ])
 def test_bad_decks_exit_2_with_one_line(tmp_path, change, nranks, words):

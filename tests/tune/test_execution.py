@@ -70,7 +70,7 @@ def test_point_to_point_receiver_follows_sender(team):
     model = Model(tolerance=0.5, confidence=0.5, min_samples=2)
     out, inn = np.full(8, float(team.rank)), np.full(8, -1.0)
     if team.rank % 2 == 0:                         # even ranks believe the message is steady
-        k = ("comm", "Sendrecv", 2, out.nbytes)
+        k = ("comm", "Sendrecv", 2, out.nbytes, 1, 1)
         for t in (1e-5, 1e-5, 1e-5):
             model.stats(k).add(t)
     with Execution(model, "selective") as ex:

@@ -42,6 +42,33 @@ def test_grid_search_finds_the_best_and_predicts_well(team):
 
 
 @pytest.mark.mpi
+def test_iterations_skip_more_in_later_runs_and_compare_as_many_full_runs(team):
+    """Each configuration runs 4 times: the first run samples every kernel, later runs skip the
+    steady ones; the full comparison runs each configuration as often (median kept)."""
+    space = Space({"a": [1, 2], "b": [1]})
+    calls = []
+    run = make_run(team, steps=2)
+
+    def counted(cfg):
+        calls.append(dict(cfg))
+        run(cfg)
+
+    tuner = Autotuner(space, counted, strategy="grid", tolerance=0.2, confidence=0.9, min_samples=2,
+                      iterations=4)
+    res = tuner.tune(compare_full=True)
+    assert res.iterations == 4 and res.to_json()["iterations"] == 4
+    # 4 selective + 4 full runs of each configuration (+ the skeleton warm-up of the first)
+    assert sum(c == {"a": 2, "b": 1} for c in calls) == 8
+    for r in res.results:
+        assert r.status == "ok" and r.executed + r.skipped == 4 * 2 * 2   # 4 runs x 2 steps x 2 kernels
+        assert r.skipped >= 2                     # later runs skipped steady kernels
+        expected = 2 * UNIT * r.config["a"]       # per run, not per 4 runs
+        assert r.predicted_time == pytest.approx(expected, rel=0.5 if team.size <= 2 else 1.5)
+    with pytest.raises(ValueError, match="iterations must be an integer >= 1"):
+        Autotuner(space, counted, iterations=0)
+
+
+@pytest.mark.mpi
 def test_invalid_configurations_are_recorded_and_the_search_goes_on(team):
     # a 4x cost difference: far above the noise of oversubscribed, loaded ranks
     space = Space({"a": [1, 4], "b": [1], "broken": [False, True]})
