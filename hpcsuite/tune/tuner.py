@@ -6,8 +6,9 @@ Strategies:
 * ``grid``: every configuration of the space (that satisfies the constraints), in order;
 * ``random``: ``samples`` configurations drawn without replacement;
 * ``racing``: the grid, but a configuration is abandoned as soon as its merged critical path (a
-  lower bound of its final time, known identically on every rank) exceeds the best prediction so
-  far by more than the tolerance, so whole bad configurations stop early.
+  lower bound of its final time) exceeds the best prediction so far by more than the tolerance,
+  so whole bad configurations stop early (with several runs per configuration, from its second
+  run on: the first pays first-touch costs).
 
 Each configuration is evaluated over ``iterations`` runs of its program, as an iterative
 application (or a benchmark loop) runs it, and as the reference autotuner evaluates
@@ -247,8 +248,12 @@ class Autotuner:
         predicted, executed, skipped = [], 0, 0
         try:
             program = self._program(cfg)
-            for _ in range(self.iterations):
-                ex = Execution(self.model, self.mode, self.comm, abandon_above=bound)
+            for it in range(self.iterations):
+                # a first run pays first-touch costs (page faults, buffers) that later runs do not:
+                # with several runs, racing judges from the second on, so no configuration is
+                # dropped for its warm-up
+                ex = Execution(self.model, self.mode, self.comm,
+                               abandon_above=bound if (it or self.iterations == 1) else None)
                 try:
                     with ex:
                         program()
