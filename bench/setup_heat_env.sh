@@ -14,7 +14,7 @@ pip=("$env/bin/python" -m pip -q --disable-pip-version-check)
 "${pip[@]}" install torch==2.14.1 torchvision==0.29.1
 "${pip[@]}" install --no-deps heat==1.8.0
 np=$("$root/.venv/bin/python" -c 'import numpy; print(numpy.__version__)')
-"${pip[@]}" install "numpy==$np" scipy tqdm
+"${pip[@]}" install "numpy==$np" scipy tqdm threadpoolctl
 cache=$(ls -d "${HPCSUITE_WHEEL_CACHE:-$HOME/.cache/hpcsuite/wheels}"/mpich-*-np2 | head -1)
 "${pip[@]}" install --no-deps --force-reinstall --no-index --find-links "$cache" mpi4py h5py
 "${pip[@]}" install --no-deps -e "$root"

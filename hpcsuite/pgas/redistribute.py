@@ -9,11 +9,18 @@ coordinate (closed-form owner maps, O(local extent) work, no per-rank tables), a
 shares data gets one derived datatype addressing the elements in place in the stored block. No
 element is packed by hand; the extra memory is whatever MPI needs internally for the messages,
 never the whole array on one rank.
+
+When the whole team shares one node (and both arrays map their peers' storage, the default), there
+is a faster way than any message: every rank reads the pieces of its destination block straight
+from its peers' source storage in the shared-memory windows, one copy per element instead of
+MPI's pack, transfer and unpack, with a barrier before (sources complete) and after (sources no
+longer read). The plan is the same grouping as above, from the receiver's side, and is cached.
 """
 from __future__ import annotations
 
 import atexit
 import collections
+import math
 
 import numpy as np
 from mpi4py import MPI
@@ -21,6 +28,8 @@ from mpi4py import MPI
 from .access import DimPart, Piece, _compress, target_datatype
 
 __all__ = ["copy", "copy_plan_counts"]
+
+_DIRECT_PLANS: "collections.OrderedDict" = collections.OrderedDict()
 
 
 def _groups(my_map, my_coord: int, other_map) -> dict[int, tuple[np.ndarray, np.ndarray]]:
@@ -112,6 +121,76 @@ def _free_plans() -> None:
     _PLANS.clear()
 
 
+_MAX_PIECES = 1024            # slice copies per peer before fancy indexing is cheaper
+
+
+def _runs(mine: np.ndarray, theirs: np.ndarray) -> list[tuple[slice, slice]]:
+    """The index pairs cut into runs consecutive on both sides, as slice pairs."""
+    brk = np.flatnonzero((np.diff(mine) != 1) | (np.diff(theirs) != 1)) + 1
+    starts = np.concatenate(([0], brk))
+    stops = np.concatenate((brk, [len(mine)]))
+    return [(slice(int(mine[a]), int(mine[a]) + int(b - a)), slice(int(theirs[a]), int(theirs[a]) + int(b - a)))
+            for a, b in zip(starts, stops)]
+
+
+def _direct_plan(src, dst) -> list:
+    """``[(source unit, [(destination local index, source local index), ...]), ...]`` for this
+    rank's destination block, read from the source units' storage; cached by geometry. Local.
+
+    Each peer's part is a product of per-dimension index sets; cut into runs consecutive on both
+    sides it becomes a few rectangular slice copies (block-cyclic rows: one per block), and only
+    when that would take more than ``_MAX_PIECES`` copies (cyclic) one fancy-indexed copy."""
+    key = (_geometry(src), _geometry(dst), dst.team.rank)
+    hit = _DIRECT_PLANS.get(key)
+    if hit is not None:
+        _DIRECT_PLANS.move_to_end(key)
+        return hit
+    dp, sp = dst.pattern, src.pattern
+    coords = dp.unit_coords(dst.team.rank)
+    per_dim = [_groups(dp.maps[d], coords[d], sp.maps[d]) for d in range(dp.ndim)]
+    plan = []
+    if all(per_dim):
+        import itertools
+        for combo in itertools.product(*(sorted(g.items()) for g in per_dim)):
+            runs = [_runs(*c[1]) for c in combo]
+            if math.prod(len(r) for r in runs) <= _MAX_PIECES:
+                pieces = [tuple(zip(*prod)) for prod in itertools.product(*runs)]
+            else:
+                pieces = [(np.ix_(*(c[1][0] for c in combo)), np.ix_(*(c[1][1] for c in combo)))]
+            plan.append((sp.unit_of([c[0] for c in combo]), pieces))
+    _DIRECT_PLANS[key] = plan
+    if len(_DIRECT_PLANS) > _MAX_PLANS:
+        _DIRECT_PLANS.popitem(last=False)
+    return plan
+
+
+def _on_one_node(src, dst) -> bool:
+    """Whether every unit's storage of both arrays is mapped in shared memory here: the whole
+    team on this node, plain (untiled) layouts. The same answer on every rank. Local."""
+    for a in (src, dst):
+        seg = a._seg
+        if not seg.shm or a.pattern.tiled or len(seg.node_rank_of) != a.team.size:
+            return False
+    return True
+
+
+def _copy_direct(src, dst) -> None:
+    """``copy`` through shared memory (see the module notes). Collective."""
+    team = src.team
+    src._seg.flush()                    # my source writes visible to the node ...
+    team.barrier()                      # ... and everyone's, before anyone reads
+    w = src.halo_width
+    out = dst._local
+    for unit, pieces in _direct_plan(src, dst):
+        peer = src._peer(unit)
+        if any(w):
+            peer = peer[tuple(slice(x, n - x) for x, n in zip(w, peer.shape))]
+        for mine, theirs in pieces:
+            out[mine] = peer[theirs]
+    dst._seg.flush()
+    team.barrier()                      # no source may change while a peer still reads it
+
+
 def copy_plan_counts(src, dst) -> tuple[int, int]:
     """``(peers_sent_to, peers_received_from)`` of this rank for ``copy(src, dst)``. Local."""
     r = src.team.rank
@@ -145,6 +224,8 @@ def copy(src, dst) -> None:
     same_layout = (src.pattern == dst.pattern and src.pattern.tiled == dst.pattern.tiled)
     if same_layout:
         dst._local[...] = src._local if src.dtype == dst.dtype else src._local.astype(dst.dtype)
+    elif _on_one_node(src, dst):
+        _copy_direct(src, dst)
     else:
         send_arr = src._seg.array
         if src.dtype != dst.dtype:

@@ -6,6 +6,7 @@ import pytest
 
 from hpcsuite import pgas
 from hpcsuite.pgas import BLOCKCYCLIC, BLOCKED, CYCLIC, NONE, TILE
+from hpcsuite.pgas.redistribute import _on_one_node
 
 from reference import all_dists, shape_for
 
@@ -15,16 +16,20 @@ def _grid(dist):
 
 
 @pytest.mark.mpi
+@pytest.mark.parametrize("shm", [True, False], ids=["shared-memory", "alltoallw"])
 @pytest.mark.parametrize("nd", [1, 2, 3])
-def test_copy_between_every_pair_of_distributions(team, nd):
+def test_copy_between_every_pair_of_distributions(team, nd, shm):
+    """Both ways of moving the data: read from the peers' shared-memory windows (the whole team
+    on one node, as here) and one Alltoallw (arrays without shared-memory views, as across nodes)."""
     shape = shape_for(all_dists(nd)[0])
     ref = np.random.default_rng(nd).standard_normal(shape)
     dists = [d for d in all_dists(nd) if not all(s.kind == "none" for s in d)]
     # allocate each layout once (window creation is the expensive collective), copy every pair
-    srcs = [pgas.from_numpy(ref, dist=d, root=None, grid=_grid(d)) for d in dists]
-    dsts = [pgas.zeros(shape, dist=d, grid=_grid(d)) for d in dists]
+    srcs = [pgas.from_numpy(ref, dist=d, root=None, grid=_grid(d), shm=shm) for d in dists]
+    dsts = [pgas.zeros(shape, dist=d, grid=_grid(d), shm=shm) for d in dists]
     for a, b in itertools.product(srcs, dsts):
         b.local[...] = np.nan
+        assert _on_one_node(a, b) == (shm and not a.pattern.tiled and not b.pattern.tiled)
         pgas.copy(a, b)
         # the destination's local view holds exactly its owned elements
         g = np.broadcast_arrays(*b.local_global_indices())
@@ -35,7 +40,8 @@ def test_copy_between_every_pair_of_distributions(team, nd):
 
 
 @pytest.mark.mpi
-def test_copy_across_process_grids_tiles_and_halos(team):
+@pytest.mark.parametrize("shm", [True, False], ids=["shared-memory", "alltoallw"])
+def test_copy_across_process_grids_tiles_and_halos(team, shm):
     shape = (36, 10)
     ref = np.arange(360.0).reshape(shape)
     n = team.size
@@ -48,8 +54,8 @@ def test_copy_across_process_grids_tiles_and_halos(team):
         dict(dist=(BLOCKED, NONE), halo=1, boundary="periodic"),
         dict(dist=(CYCLIC, NONE)),
     ]
-    srcs = [pgas.from_numpy(ref, root=None, **kw) for kw in layouts]
-    dsts = [pgas.zeros(shape, **kw) for kw in layouts]
+    srcs = [pgas.from_numpy(ref, root=None, shm=shm, **kw) for kw in layouts]
+    dsts = [pgas.zeros(shape, shm=shm, **kw) for kw in layouts]
     for (i, a), (j, b) in itertools.product(enumerate(srcs), enumerate(dsts)):
         b.local[...] = -1.0
         pgas.copy(a, b)
@@ -78,28 +84,31 @@ def test_copy_converts_dtype_and_checks_arguments(team):
         x.free()
 
 
-def _vm_hwm_kib() -> int:
+def _status_kib(field: str) -> int:
     with open("/proc/self/status") as f:
         for line in f:
-            if line.startswith("VmHWM:"):
+            if line.startswith(field + ":"):
                 return int(line.split()[1])
     return 0
 
 
 @pytest.mark.mpi
-def test_redistribution_memory_stays_near_the_local_part(team):
-    """Peak resident memory grows by at most about twice the local part (never the whole array)."""
+@pytest.mark.parametrize("shm", [True, False], ids=["shared-memory", "alltoallw"])
+def test_redistribution_memory_stays_near_the_local_part(team, shm):
+    """Peak resident memory grows by at most about twice the local part (never the whole array).
+    Reading peers' shared-memory windows maps their pages into this process (RssShmem): that is
+    not new memory and is not counted."""
     n = 2**21 * team.size                     # 16 MiB of float64 per rank
-    a = pgas.zeros((n // 512, 512), dist=(BLOCKED, NONE))
-    b = pgas.zeros((n // 512, 512), dist=(BLOCKCYCLIC(8), NONE))
+    a = pgas.zeros((n // 512, 512), dist=(BLOCKED, NONE), shm=shm)
+    b = pgas.zeros((n // 512, 512), dist=(BLOCKCYCLIC(8), NONE), shm=shm)
     a.local[...] = 1.0
     b.local[...] = 0.0                        # touch every page before measuring
     local_kib = a.local.nbytes // 1024
     with open("/proc/self/clear_refs", "w") as f:
         f.write("5")                          # reset the peak (VmHWM) to the current RSS
-    base = _vm_hwm_kib()
+    base, shared = _status_kib("VmHWM"), _status_kib("RssShmem")
     pgas.copy(a, b)
-    grown = _vm_hwm_kib() - base
+    grown = _status_kib("VmHWM") - base - (_status_kib("RssShmem") - shared)
     assert np.all(b.local == 1.0)
     assert grown <= 2.2 * local_kib + 8 * 1024, (grown, local_kib)
     a.free()

@@ -62,8 +62,9 @@ def test_iterations_skip_more_in_later_runs_and_compare_as_many_full_runs(team):
     for r in res.results:
         assert r.status == "ok" and r.executed + r.skipped == 4 * 2 * 2   # 4 runs x 2 steps x 2 kernels
         assert r.skipped >= 2                     # later runs skipped steady kernels
-        expected = 2 * UNIT * r.config["a"]       # per run, not per 4 runs
-        assert r.predicted_time == pytest.approx(expected, rel=0.5 if team.size <= 2 else 1.5)
+        # per run, like the full runs' median (a total over the 4 runs would be 4x that)
+        assert r.predicted_time >= 2 * UNIT * r.config["a"] * 0.9
+        assert r.predicted_time == pytest.approx(r.measured_time, rel=0.5 if team.size <= 2 else 1.0)
     with pytest.raises(ValueError, match="iterations must be an integer >= 1"):
         Autotuner(space, counted, iterations=0)
 
