@@ -37,6 +37,7 @@ from mpi4py import MPI
 from mpi4py.util import dtlib
 
 from ..runtime import Team, get_device
+from ..runtime.comm_hooks import observed
 from .access import normalize, plan, storage_offsets, target_datatype
 from .dist import BLOCKED
 from .memory import acquire
@@ -473,11 +474,12 @@ class DistArray:
         displs = np.concatenate(([0], np.cumsum(counts)[:-1])).tolist()
         if root is None:
             flat = np.empty(sum(counts), dtype=self.dtype)
-            self.team.comm.Allgatherv(mine, [flat, counts, displs, self._mpitype])
+            observed(self.team, "Allgatherv", mine.nbytes, self.team.comm.Allgatherv, mine,
+                     [flat, counts, displs, self._mpitype])
         else:
             flat = np.empty(sum(counts), dtype=self.dtype) if self.team.rank == root else None
-            self.team.comm.Gatherv(mine, [flat, counts, displs, self._mpitype] if flat is not None else None,
-                                   root=root)
+            observed(self.team, "Gatherv", mine.nbytes, self.team.comm.Gatherv, mine,
+                     [flat, counts, displs, self._mpitype] if flat is not None else None, root=root)
             if self.team.rank != root:
                 return None
         out = np.empty(self.shape, dtype=self.dtype)
@@ -666,7 +668,7 @@ def from_numpy(arr, dist=BLOCKED, root: int | None = 0, team: Team | None = None
         else:
             send = None
         recv = np.empty(p.local_size(team.rank), dtype=dtype)
-        team.comm.Scatterv(send, recv, root=root)
+        observed(team, "Scatterv", recv.nbytes, team.comm.Scatterv, send, recv, root=root)
         a.local[...] = p.local_to_storage(recv.reshape(p.local_shape(team.rank)))
     a.team.barrier()
     return a

@@ -29,6 +29,7 @@ from __future__ import annotations
 import numpy as np
 from mpi4py import MPI
 
+from ..runtime.comm_hooks import observed
 from .algorithms import check_array, check_same, resolve_op
 from .array import DistArray, empty, mpi_type
 from .dist import BLOCKED, NONE
@@ -125,7 +126,8 @@ def _exchange(keys: np.ndarray, counts: np.ndarray, a: DistArray) -> np.ndarray:
     """Send bucket ``k`` of my keys to unit ``k``; return what every unit sent me (unit order)."""
     team = a.team
     rcounts = np.empty(team.size, dtype=np.int64)
-    team.comm.Alltoall(counts, rcounts)           # Team has no Alltoall wrapper
+    # Team has no Alltoall wrapper: through the interception point directly (the tuner sees it)
+    observed(team, "Alltoall", counts.nbytes, team.comm.Alltoall, counts, rcounts)
     recv = np.empty(int(rcounts.sum()), dtype=a.dtype)
     team.Alltoallv([keys, counts.tolist(), _displs(counts), a._mpitype],
                    [recv, rcounts.tolist(), _displs(rcounts), a._mpitype])
@@ -299,7 +301,7 @@ def _before_blocks_buffers(team, totals, rounds: int, fn, rdt, ident):
     t, op = mpi_type(rdt), _ufunc_op(fn, rdt)
     try:
         before = np.full(rounds, ident, rdt)
-        team.comm.Exscan([totals, t], [before, t], op=op)    # Team has no Exscan wrapper
+        observed(team, "Exscan", totals.nbytes, team.comm.Exscan, [totals, t], [before, t], op=op)
         if team.rank == 0:
             before[...] = ident                   # Exscan leaves rank 0's result undefined
         if rounds > 1:

@@ -139,9 +139,10 @@ def _summa(Aw: DistArray, Bw: DistArray, ct: np.dtype, width: int) -> np.ndarray
     amap, bmap = Aw.pattern.maps[1], Bw.pattern.maps[0]
     Al, Bl = Aw._host_local(), Bw._host_local()
     acc = np.zeros((Al.shape[0], Bl.shape[1]), dtype=ct)
-    # along a grid row the grid-column coordinate is the rank (key), and vice versa
-    row = team.comm.Split(r, c)
-    col = team.comm.Split(c, r)
+    # along a grid row the grid-column coordinate is the rank (key), and vice versa; Teams, so
+    # the panel broadcasts wait politely and hpcsuite.tune sees them
+    row = team.split(r, c)
+    col = team.split(c, r)
     try:
         for ca, ia, rb, ib, w in panels(amap, bmap, width):
             ap = _panel(row, ca, c, lambda: Al[:, ia], (Al.shape[0], w), Aw)
@@ -149,17 +150,17 @@ def _summa(Aw: DistArray, Bw: DistArray, ct: np.dtype, width: int) -> np.ndarray
             if acc.size:
                 acc += ap @ bp
     finally:
-        row.Free()
-        col.Free()
+        row.free()
+        col.free()
     return acc
 
 
-def _panel(comm: MPI.Comm, root: int, me: int, mine, shape, x: DistArray) -> np.ndarray:
-    """The panel held by ``root`` of ``comm``, broadcast to every member. Collective on ``comm``."""
-    if comm.Get_size() == 1:
+def _panel(team, root: int, me: int, mine, shape, x: DistArray) -> np.ndarray:
+    """The panel held by ``root`` of ``team``, broadcast to every member. Collective on ``team``."""
+    if team.size == 1:
         return mine()                           # nothing to send; a view unless an index array
     buf = np.ascontiguousarray(mine()) if me == root else np.empty(shape, dtype=x.dtype)
-    comm.Bcast([buf, x._mpitype], root=root)
+    team.Bcast(buf, root=root)
     return buf
 
 

@@ -50,8 +50,9 @@ MODES = ("profile", "selective", "skeleton")
 _PATH_TAG = 32731                      # tag of the path messages that precede point-to-point data
 _ACK_IN, _ACK_OUT = np.zeros(1, np.int8), np.zeros(1, np.int8)
 # collectives: merged and agreed on with one internal allreduce; buffer ones may be skipped
-_COLLECTIVE = {"Barrier", "Bcast", "Ibcast", "Allreduce", "Allgather", "Allgatherv", "Alltoallv",
-               "Alltoallw", "Reduce", "bcast", "allreduce", "allgather", "gather"}
+_COLLECTIVE = {"Barrier", "Bcast", "Ibcast", "Allreduce", "Allgather", "Allgatherv", "Alltoall", "Alltoallv",
+               "Alltoallw", "Reduce", "Gatherv", "Scatterv", "Exscan", "bcast", "allreduce", "allgather",
+               "gather"}
 _SKIPPABLE = {"Barrier", "Bcast", "Ibcast", "Allreduce", "Allgather", "Allgatherv", "Alltoallv",
               "Alltoallw", "Reduce"}
 

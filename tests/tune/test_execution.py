@@ -166,3 +166,27 @@ def test_abandon_on_a_sub_communicator_does_not_deadlock(team):
 def test_bad_mode():
     with pytest.raises(ValueError, match="mode must be one of"):
         Execution(Model(), "fast")
+
+
+@pytest.mark.mpi
+def test_pgas_collectives_are_intercepted(team):
+    """Gathers, scatters, the sort's exchange and SUMMA's panel broadcasts go through the
+    interception point like every Team call, so the tuner sees (and times) them."""
+    from hpcsuite import pgas
+    ref = np.arange(48.0).reshape(8, 6)
+    with Execution(Model(), "profile") as ex:
+        a = pgas.from_numpy(ref if team.rank == 0 else None, root=0)
+        full = a.to_numpy()
+        s = pgas.arange(37, dist=pgas.CYCLIC)
+        s.local[...] = -s.local
+        pgas.sort(s)
+        b = pgas.from_numpy(ref.T.copy(), root=None, dist=(pgas.BLOCKED, pgas.BLOCKED), grid=(0, 0))
+        c = pgas.matmul(a, b)
+        prod = c.to_numpy()
+    assert np.array_equal(full, ref) and np.allclose(prod, ref @ ref.T)
+    names = set(ex.result.counts)
+    assert {"Scatterv", "Allgatherv"} <= names, names
+    if team.size > 1:
+        assert "Alltoall" in names and "Bcast" in names, names
+    for x in (a, s, b, c):
+        x.free()
