@@ -14,12 +14,15 @@ Examples
 from __future__ import annotations
 
 import os
+import shutil
+import socket
+import subprocess
 from dataclasses import dataclass, field
 from typing import Mapping
 
 import hostlist
 
-__all__ = ["SlurmEnv", "expand_nodelist", "tasks_per_node"]
+__all__ = ["SlurmEnv", "expand_nodelist", "tasks_per_node", "this_node", "slurm_node_address"]
 
 
 def expand_nodelist(spec: str) -> list[str]:
@@ -36,6 +39,35 @@ def tasks_per_node(spec: str) -> list[int]:
         return hostlist.parse_slurm_tasks_per_node(spec)
     except (hostlist.BadHostlist, ValueError) as exc:
         raise ValueError(f"malformed SLURM_TASKS_PER_NODE {spec!r}: {exc}") from None
+
+
+def this_node(env: Mapping[str, str] | None = None) -> str:
+    """The name of the node this process runs on, as SLURM's host lists spell it. Local.
+
+    Inside a job (batch script or step) that is ``SLURMD_NODENAME``: a site may name its nodes apart
+    from their host names (``NodeHostname``), and several emulated nodes may share one host.
+    Elsewhere, the short host name.
+    """
+    env = os.environ if env is None else env
+    return env.get("SLURMD_NODENAME") or socket.gethostname().split(".")[0]
+
+
+def slurm_node_address(node: str, timeout: float = 10.0) -> str | None:
+    """The address SLURM reaches ``node`` at (its ``NodeAddr``), or ``None`` when SLURM does not say.
+
+    Local; runs ``scontrol show node`` (``None`` if it is missing or fails, or when the address is
+    just the node's name, which the caller then resolves itself).
+    """
+    if shutil.which("scontrol") is None:
+        return None
+    try:
+        p = subprocess.run(["scontrol", "show", "node", "-o", node], capture_output=True, text=True,
+                           timeout=timeout)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    fields = dict(f.split("=", 1) for f in p.stdout.split() if "=" in f) if p.returncode == 0 else {}
+    addr = fields.get("NodeAddr")
+    return addr if addr and addr != node else None
 
 
 def _int(env: Mapping[str, str], key: str) -> int | None:

@@ -16,12 +16,13 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
 import uuid
 from pathlib import Path
+
+from hpcsuite.jobs.env import this_node
 
 from . import procs
 from .cephconf import cephx_key, write_keyring
@@ -54,13 +55,13 @@ def main(argv=None) -> int:
     os.umask(0o077)
     signal.signal(signal.SIGTERM, _on_signal)
     signal.signal(signal.SIGINT, _on_signal)
-    host = socket.gethostname().split(".")[0]
+    host = this_node()          # SLURM's node name: emulated nodes may share one host name
     node_dir, log_dir = Path(a.node_dir), Path(a.log_dir)
     for d in (node_dir, node_dir / "run", node_dir / "pids"):
         d.mkdir(parents=True, exist_ok=True, mode=0o700)
     if a.addr == "auto":
         from .ceph import node_address
-        addr = node_address(socket.gethostname())
+        addr = node_address(host)
     else:
         addr = a.addr
     (node_dir / "pids" / f"agent-{host}.json").write_text(json.dumps(
@@ -91,7 +92,9 @@ def main(argv=None) -> int:
                                    f"{out.strip()[-400:]}")
         for i, _ in made:
             proc, popen = procs.start(f"osd.{i}", ["ceph-osd", "-f", "-c", a.conf, "-i", str(i),
-                                                   "--public-addr", addr, "--cluster-addr", addr],
+                                                   "--public-addr", addr, "--cluster-addr", addr,
+                                                   # placed under SLURM's node name (`osd tree`)
+                                                   f"--crush_location=host={host} root=default"],
                                       log_dir / f"osd.{i}.out", host)
             tmp = node_dir / "pids" / f".osd.{i}.json.tmp"
             tmp.write_text(json.dumps(proc.to_dict()))

@@ -12,7 +12,8 @@ Folders (both 0700, keys 0600): the *state folder* (``--dir``: ``ceph.conf``, ke
 ``state.json``, ``logs/``) and the *node folder* ``/dev/shm/hpcsuite-ceph-<job|uid>-<fsid8>`` on every
 node (daemon data, OSD RAM files, admin sockets, PID files). Ports: the monitor's two ports are
 chosen free by the kernel, other daemons bind to ports the kernel has free, so deployments side by
-side do not collide. Daemons bind to loopback on one node, to the nodes' own addresses otherwise.
+side do not collide. Daemons bind to loopback on one node, to the nodes' own addresses otherwise
+(see :func:`node_address`); OSDs are placed in the CRUSH map under their SLURM node's name.
 
 :func:`teardown` is idempotent: it unmounts, stops every daemon by PID (client side first, the
 monitor last), and deletes the node folder and the state folder.
@@ -34,6 +35,7 @@ import time
 import uuid
 from pathlib import Path
 
+from hpcsuite.jobs.env import slurm_node_address, this_node
 from hpcsuite.runtime import InputError
 
 from . import procs
@@ -62,12 +64,20 @@ def node_dir_for(fsid: str) -> Path:
 
 
 def node_address(host: str) -> str:
-    """The IPv4 address daemons on ``host`` bind to: its first non-loopback address (Debian maps the
-    host name to 127.0.1.1 in /etc/hosts, which other nodes cannot reach)."""
+    """The IPv4 address daemons on node ``host`` bind to.
+
+    SLURM's ``NodeAddr`` for the node when the site set one (SLURM itself reaches the node there;
+    on a cluster emulated on one machine that is a loopback address, which is right there),
+    else the first non-loopback address the name resolves to (Debian maps the host name to
+    127.0.1.1 in /etc/hosts, which other nodes cannot reach).
+    """
+    addr = slurm_node_address(host) if os.environ.get("SLURM_JOB_ID") else None
     try:
-        addrs = [a[4][0] for a in socket.getaddrinfo(host, None, socket.AF_INET, socket.SOCK_STREAM)]
+        addrs = [a[4][0] for a in socket.getaddrinfo(addr or host, None, socket.AF_INET, socket.SOCK_STREAM)]
     except OSError as exc:
-        raise InputError(f"stage up: cannot resolve node {host!r}: {exc}") from None
+        raise InputError(f"stage up: cannot resolve node {host!r} (address {addr or host!r}): {exc}") from None
+    if addr:
+        return addrs[0]
     good = [a for a in addrs if not a.startswith("127.")]
     if not good:
         raise InputError(f"stage up: node {host!r} resolves only to loopback ({', '.join(addrs)}); other "
@@ -169,10 +179,11 @@ def deploy(state_dir, backend: str = "rados", osd_bytes: int = 1 << 30, osds_per
         from hpcsuite.jobs.env import SlurmEnv
         nodes = SlurmEnv.from_environ().nodes
     single = len(nodes) <= 1
-    head = nodes[0] if nodes else socket.gethostname().split(".")[0]
-    if not single and socket.gethostname().split(".")[0] != head.split(".")[0]:
+    here = this_node()
+    head = nodes[0] if nodes else here
+    if not single and here != head.split(".")[0]:
         raise InputError(f"stage up: run it on the first node of the allocation ({head}), where the "
-                         f"monitor goes; this is {socket.gethostname()} (the batch script runs there)")
+                         f"monitor goes; this is {here} (the batch script runs there)")
     mon_addr = "127.0.0.1" if single else node_address(head)
     _binaries(backend)
     fsid = str(uuid.uuid4())
@@ -513,6 +524,13 @@ def teardown(state_dir, keep_logs: bool = False) -> list[str]:
     return stopped
 
 
+def _osd_hosts(tree: dict) -> dict[str, str]:
+    """``{"osd.0": "node1", ...}`` from ``ceph osd tree`` (agents place OSDs under their node's name)."""
+    byid = {n["id"]: n for n in tree.get("nodes", [])}
+    return {byid[c]["name"]: n["name"] for n in tree.get("nodes", []) if n.get("type") == "host"
+            for c in n.get("children", []) if c in byid}
+
+
 def status(state_dir, timeout: float = 5.0) -> dict:
     """Health and usage of the deployment: daemons alive, OSDs up, PG states, bytes used. Local."""
     state_dir = Path(state_dir).absolute()
@@ -534,6 +552,7 @@ def status(state_dir, timeout: float = 5.0) -> dict:
     try:
         s = _health(cluster)
         df = json.loads(_mon_command(cluster, {"prefix": "df", "format": "json"}, timeout=int(timeout)))
+        tree = json.loads(_mon_command(cluster, {"prefix": "osd tree", "format": "json"}, timeout=int(timeout)))
     except StagingError as exc:
         out["error"] = str(exc)
         return out
@@ -543,5 +562,6 @@ def status(state_dir, timeout: float = 5.0) -> dict:
                osds_up=s["osdmap"].get("num_up_osds"), osds=s["osdmap"].get("num_osds"),
                pgs={x["state_name"]: x["count"] for x in s["pgmap"].get("pgs_by_state", [])},
                bytes_used=df["stats"]["total_used_raw_bytes"], bytes_total=df["stats"]["total_bytes"],
-               objects=sum(p["stats"].get("objects", 0) for p in df.get("pools", [])))
+               objects=sum(p["stats"].get("objects", 0) for p in df.get("pools", [])),
+               osd_hosts=_osd_hosts(tree))
     return out

@@ -181,7 +181,11 @@ def _format_status(s: dict) -> str:
     dead = [n for n, ok in s["daemons"].items() if not ok]
     lines.append(f"daemons   {', '.join(s['daemons'])}" + (f"  NOT RUNNING: {', '.join(dead)}" if dead else ""))
     if "osds" in s:
-        lines += [f"osds      {s['osds_up']}/{s['osds']} up",
+        per_node: dict[str, list[str]] = {}
+        for osd, node in sorted(s.get("osd_hosts", {}).items()):
+            per_node.setdefault(node, []).append(osd)
+        where = "; ".join(f"{n}: {', '.join(o)}" for n, o in sorted(per_node.items()))
+        lines += [f"osds      {s['osds_up']}/{s['osds']} up" + (f" ({where})" if where else ""),
                   f"pgs       {', '.join(f'{v} {k}' for k, v in s['pgs'].items())}",
                   f"usage     {s['bytes_used'] / 2**20:.1f} MiB raw used of {s['bytes_total'] / 2**30:.2f} GiB, "
                   f"{s['objects']} RADOS objects"]

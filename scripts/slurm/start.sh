@@ -6,13 +6,24 @@
 #   export SLURM_CONF=DIR/slurm.conf # for sbatch/squeue/sinfo (start.sh prints this line)
 #   scripts/slurm/stop.sh [DIR]
 #
-# The node advertises 4 CPUs (SlurmdParameters=config_overrides) so 4-rank jobs run on 2 cores.
-# Ports 6817/6818 are fixed: one such cluster per machine at a time. Needs root (slurmd) and the
-# Debian packages slurm-wlm and munge (scripts/setup.sh installs them).
+# Each node advertises 4 CPUs (SlurmdParameters=config_overrides) so 4-rank jobs run on 2 cores.
+# HPCSUITE_SLURM_NODES=N (default 1) emulates N nodes on this machine: one slurmd per node
+# (`slurmd -N`), named <host>-1..<host>-N, each on its own port, all at NodeAddr 127.0.0.1. SLURM
+# and MPI (through PMI's process mapping) treat them as separate nodes, so multi-node job scripts,
+# `srun --overlap` per-node tasks and inter-node MPI paths run for real; only the kernel is shared.
+# Ports 6817 and 6818.. are fixed: one such cluster per machine at a time. Needs root (slurmd) and
+# the Debian packages slurm-wlm and munge (scripts/setup.sh installs them).
 set -euo pipefail
 dir=$(realpath -m "${1:-${HPCSUITE_SLURM_DIR:-/tmp/hpcsuite-slurm}}")
 node=$(hostname -s)
 cpus=${HPCSUITE_SLURM_CPUS:-4}
+nnodes=${HPCSUITE_SLURM_NODES:-1}
+[[ "$nnodes" =~ ^[1-9][0-9]*$ ]] || { echo "slurm/start: HPCSUITE_SLURM_NODES must be a positive integer, got '$nnodes'" >&2; exit 1; }
+if [ "$nnodes" = 1 ]; then
+  names=("$node")
+else
+  names=(); for i in $(seq 1 "$nnodes"); do names+=("$node-$i"); done
+fi
 for b in munged mungekey slurmctld slurmd sinfo; do
   command -v "$b" >/dev/null || { echo "slurm/start: $b not found: install slurm-wlm and munge (scripts/setup.sh)" >&2; exit 1; }
 done
@@ -20,7 +31,7 @@ if [ -f "$dir/slurmctld.pid" ] && kill -0 "$(cat "$dir/slurmctld.pid")" 2>/dev/n
   echo "slurm/start: a cluster is already running from $dir (scripts/slurm/stop.sh $dir first)" >&2
   exit 1
 fi
-for port in 6817 6818; do
+for port in 6817 $(seq 6818 $((6817 + nnodes))); do
   if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
     echo "slurm/start: port $port is in use: another SLURM cluster runs on this machine" >&2
     exit 1
@@ -50,9 +61,9 @@ AuthInfo=socket=$dir/munge/munge.sock,cred_expire=10
 StateSaveLocation=$dir/state
 SlurmdSpoolDir=$dir/spool/%n
 SlurmctldPidFile=$dir/slurmctld.pid
-SlurmdPidFile=$dir/slurmd.pid
+SlurmdPidFile=$dir/slurmd-%n.pid
 SlurmctldLogFile=$dir/log/slurmctld.log
-SlurmdLogFile=$dir/log/slurmd.log
+SlurmdLogFile=$dir/log/slurmd-%n.log
 MailProg=/bin/true
 ProctrackType=proctrack/linuxproc
 TaskPlugin=task/none
@@ -69,20 +80,23 @@ MinJobAge=300
 SlurmctldTimeout=30
 SlurmdTimeout=30
 ${HPCSUITE_SLURM_EPILOG:+Epilog=$HPCSUITE_SLURM_EPILOG}
-NodeName=$node NodeAddr=127.0.0.1 CPUs=$cpus RealMemory=16000 State=UNKNOWN
-PartitionName=debug Nodes=$node Default=YES MaxTime=INFINITE State=UP
+$(for i in "${!names[@]}"; do
+  echo "NodeName=${names[$i]} NodeAddr=127.0.0.1 Port=$((6818 + i)) CPUs=$cpus RealMemory=$((16000 / nnodes)) State=UNKNOWN"
+done)
+PartitionName=debug Nodes=$(IFS=,; echo "${names[*]}") Default=YES MaxTime=INFINITE State=UP
 EOF
 export SLURM_CONF="$dir/slurm.conf"
 slurmctld -c -f "$SLURM_CONF"
-slurmd -f "$SLURM_CONF"
+for n in "${names[@]}"; do slurmd -f "$SLURM_CONF" -N "$n"; done
 
-# ---- wait until the node is idle (or fail with the logs' tails)
+# ---- wait until every node is idle (or fail with the logs' tails)
 for _ in $(seq 1 150); do
-  state=$(sinfo -h -o %T 2>/dev/null | head -1 || true)
-  [ "$state" = idle ] && { echo "export SLURM_CONF=$SLURM_CONF"; exit 0; }
+  idle=$(sinfo -h -N -t idle -o %N 2>/dev/null | sort -u | wc -l || true)
+  state=$(sinfo -h -o %T 2>/dev/null | sort -u | tr '\n' ' ' || true)
+  [ "$idle" = "$nnodes" ] && { echo "export SLURM_CONF=$SLURM_CONF"; exit 0; }
   sleep 0.2
 done
-echo "slurm/start: the node did not become idle within 30 s (state: ${state:-none}); logs in $dir/log" >&2
-tail -n 5 "$dir/log/slurmctld.log" "$dir/log/slurmd.log" >&2 || true
+echo "slurm/start: the nodes did not become idle within 30 s (states: ${state:-none}); logs in $dir/log" >&2
+tail -n 5 "$dir"/log/slurmctld.log "$dir"/log/slurmd-*.log >&2 || true
 "$(dirname "$0")/stop.sh" "$dir" >/dev/null 2>&1 || true
 exit 1

@@ -24,7 +24,7 @@ stop_pid() {      # stop_pid PIDFILE: TERM, wait up to 5 s, then KILL; a zombie 
   done
   kill -KILL "$pid" 2>/dev/null || true
 }
-stop_pid "$dir/slurmd.pid"
+for f in "$dir"/slurmd-*.pid "$dir/slurmd.pid"; do stop_pid "$f"; done
 stop_pid "$dir/slurmctld.pid"
 stop_pid "$dir/munge/munged.pid"
 # job steps that slurmd started (slurmstepd) and outlived it

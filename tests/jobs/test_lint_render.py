@@ -90,3 +90,10 @@ def test_slurm_environment_parsing():
     assert not SlurmEnv.from_environ({}).in_job
     with pytest.raises(ValueError, match="malformed host list"):
         SlurmEnv.from_environ({"SLURM_JOB_ID": "1", "SLURM_JOB_NODELIST": "n[1-"})
+
+
+def test_this_node_is_slurms_name_in_a_job_and_the_short_host_name_elsewhere():
+    import socket
+    from hpcsuite.jobs.env import this_node
+    assert this_node({"SLURMD_NODENAME": "cn07"}) == "cn07"
+    assert this_node({}) == socket.gethostname().split(".")[0]

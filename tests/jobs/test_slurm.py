@@ -1,6 +1,12 @@
-"""Job scripts on a real single-node SLURM cluster (munge, slurmctld, slurmd) that the tests start
+"""Job scripts on a real SLURM cluster (munge, slurmctld, one slurmd per node) that the tests start
 with scripts/slurm/start.sh and stop with scripts/slurm/stop.sh. Skipped, with the reason, only
-where the SLURM packages are not installed (scripts/setup.sh installs them)."""
+where the SLURM packages are not installed (scripts/setup.sh installs them).
+
+The cluster has two nodes emulated on this machine (``HPCSUITE_SLURM_NODES=2``: two slurmd, node
+names ``<host>-1`` and ``<host>-2``). SLURM allocates them as separate nodes and MPI learns the
+layout from PMI, so a job across both runs multi-node code for real: hostlist expansion,
+``srun --overlap`` tasks per node, one OSD agent per node, and inter-node MPI (no shared-memory
+windows between the two halves of a job)."""
 import os
 import shutil
 import subprocess
@@ -11,6 +17,10 @@ from pathlib import Path
 import pytest
 
 from helpers import HPCSUITE, ROOT, run_cmd
+
+NODES = 2
+HOST = __import__("socket").gethostname().split(".")[0]
+NODE_NAMES = [f"{HOST}-{i}" for i in range(1, NODES + 1)]
 
 NEEDED = ("slurmctld", "slurmd", "munged", "sbatch")
 missing = [b for b in NEEDED if shutil.which(b) is None]
@@ -41,7 +51,8 @@ def _pids_mentioning(path: str) -> list[str]:
 def cluster(tmp_path_factory):
     d = tmp_path_factory.mktemp("slurm") / "cluster"
     # the staging epilog, as a site would install it: cleans up after killed jobs
-    start_env = dict(os.environ, HPCSUITE_SLURM_EPILOG=str(ROOT / "jobscripts/stage-epilog.sh"))
+    start_env = dict(os.environ, HPCSUITE_SLURM_EPILOG=str(ROOT / "jobscripts/stage-epilog.sh"),
+                     HPCSUITE_SLURM_NODES=str(NODES))
     p = subprocess.run([ROOT / "scripts/slurm/start.sh", d], capture_output=True, text=True, timeout=60,
                        env=start_env)
     assert p.returncode == 0, p.stderr
@@ -92,8 +103,8 @@ def test_rendered_script_and_submit_with_dependency(cluster, tmp_path):
 
 def test_requests_that_cannot_fit_and_bad_scripts_are_refused_before_queueing(cluster, tmp_path):
     env, _ = cluster
-    r = sh([HPCSUITE, "jobscript", "heat3d", "--nodes", "2"], env, tmp_path)
-    assert r.returncode == 2 and "2 nodes requested but the cluster has 1" in r.stderr
+    r = sh([HPCSUITE, "jobscript", "heat3d", "--nodes", "3"], env, tmp_path)
+    assert r.returncode == 2 and "3 nodes requested but the cluster has 2" in r.stderr, r.stderr
     r = sh([HPCSUITE, "jobscript", "heat3d", "--ntasks-per-node", "8"], env, tmp_path)
     assert r.returncode == 2 and "8 CPUs per node requested but the largest node of the cluster has 4" in r.stderr
     bad = tmp_path / "bad.sbatch"
@@ -298,11 +309,16 @@ file = "{out}"
 CEPH = shutil.which("ceph-mon") is not None
 
 
-def _stage_leftovers(job: str) -> list[str]:
-    """Processes and /dev/shm folders of the job's staging deployment."""
+def _stage_leftovers(job: str, submit_dir: Path | None = None) -> list[str]:
+    """Processes and /dev/shm folders of the job's staging deployment (and, for a multi-node job,
+    its state folder in the submit directory)."""
     tag = f"-job{job}"
     left = [str(p) for p in Path("/dev/shm").glob(f"hpcsuite-*{tag}*")]
-    return left + _pids_mentioning(f"hpcsuite-stage-{os.getuid()}{tag}")
+    left += _pids_mentioning(f"hpcsuite-stage-{os.getuid()}{tag}") + _pids_mentioning(f"hpcsuite-ceph{tag}")
+    if submit_dir is not None:
+        state = submit_dir / f".hpcsuite-stage-job{job}"
+        left += ([str(state)] if state.exists() else []) + _pids_mentioning(str(state))
+    return left
 
 
 @pytest.mark.skipif(not CEPH, reason="Ceph not installed: run scripts/setup.sh")
@@ -338,3 +354,67 @@ def test_cancelled_tomo_job_leaves_no_daemon_or_ram_file(cluster, tmp_path):
     while _stage_leftovers(job) and time.time() - t0 < 30:
         time.sleep(0.5)
     assert _stage_leftovers(job) == [], log.read_text()
+
+
+# ---------------------------------------------------------------- across the two emulated nodes
+
+def test_the_cluster_has_two_nodes_that_mpi_sees_as_separate(cluster, tmp_path):
+    """The premise of the multi-node tests: two SLURM nodes, and MPI ranks on them that do not
+    share memory (MPICH takes the node layout from PMI's process mapping)."""
+    env, _ = cluster
+    from hpcsuite.jobs.env import slurm_node_address
+    old = os.environ.get("SLURM_CONF")
+    os.environ["SLURM_CONF"] = env["SLURM_CONF"]
+    try:
+        assert [slurm_node_address(n) for n in NODE_NAMES] == ["127.0.0.1"] * NODES
+        assert slurm_node_address("no-such-node") is None
+    finally:
+        os.environ.pop("SLURM_CONF") if old is None else os.environ.__setitem__("SLURM_CONF", old)
+    probe = ("import os; from mpi4py import MPI; from hpcsuite.jobs.env import this_node; "
+             "w = MPI.COMM_WORLD; s = w.Split_type(MPI.COMM_TYPE_SHARED); "
+             "print('probe', w.rank, this_node(), s.size, os.environ['SLURM_JOB_NODELIST'], flush=True)")
+    p = sh(["srun", "--nodes=2", "--ntasks=3", "--mpi=pmi2", sys.executable, "-c", probe], env, tmp_path, timeout=120)
+    assert p.returncode == 0, p.stderr
+    rows = sorted(l.split()[1:] for l in p.stdout.splitlines() if l.startswith("probe"))
+    assert [(r[1], int(r[2])) for r in rows] == [(NODE_NAMES[0], 2), (NODE_NAMES[0], 2), (NODE_NAMES[1], 1)], rows
+    assert {r[3] for r in rows} == {f"{HOST}-[1-2]"}
+
+
+def test_mpi_test_suite_passes_with_ranks_on_two_nodes(cluster, tmp_path):
+    """The MPI tests again, with the ranks spread over the two nodes: one rank per node (every MPI
+    test), and 2 + 1 ranks (the PGAS layouts mixing shared-memory and inter-node neighbours)."""
+    env, _ = cluster
+    base = [sys.executable, "-m", "pytest", "--with-mpi", "-m", "mpi", "-p", "no:cacheprovider", "-q",
+            "--rootdir", ROOT]
+    runs = [(["--nodes=2", "--ntasks-per-node=1"], [ROOT / "tests"]),
+            (["--nodes=2", "--ntasks=3"], [ROOT / f"tests/pgas/{t}.py" for t in
+                                           ("test_redistribute", "test_halo", "test_array")])]
+    for layout, paths in runs:
+        logs = tmp_path / f"ranks{len(layout)}{layout[-1][-1]}"
+        p = sh(["srun", *layout, "--mpi=pmi2", "--kill-on-bad-exit=1", ROOT / "scripts/rank_output.sh", logs,
+                *base, *paths], env, ROOT, timeout=600)
+        assert p.returncode == 0 and " passed" in p.stdout and "failed" not in p.stdout, (layout, p.stdout[-3000:],
+                                                                                        p.stderr[-2000:])
+
+
+@pytest.mark.skipif(not CEPH, reason="Ceph not installed: run scripts/setup.sh")
+def test_tomo_across_two_nodes_runs_an_osd_agent_on_each_node(cluster, tmp_path):
+    env, _ = cluster
+    deck = tmp_path / "tomo.toml"
+    deck.write_text(TOMO_DECK.format(size=64, angles=90, out=tmp_path / "tomo.h5"))
+    script = tmp_path / "tomo2.sbatch"
+    r = sh([HPCSUITE, "jobscript", "tomo", "--nodes", "2", "--ntasks-per-node", "2", "--time", "10",
+            "--deck", deck, "-o", script], env, tmp_path)
+    assert r.returncode == 0, r.stderr
+    p = sh(["sbatch", "--wait", "--parsable", script], env, tmp_path, timeout=300)
+    job = p.stdout.strip().split(";")[0]
+    log = (tmp_path / f"tomo-{job}.out").read_text()
+    assert p.returncode == 0, log
+    assert f"on {HOST}-[1-2] (4 tasks)" in log and "on 4 rank(s)" in log and "HEALTH_OK" in log, log
+    # the state folder is shared (the submit directory), the OSDs live on both nodes
+    assert f"rados ready in" in log and f"{tmp_path}/.hpcsuite-stage-job{job}" in log, log
+    osds = next(l for l in log.splitlines() if l.startswith("osds"))
+    assert "2/2 up" in osds and all(f"{n}: osd." in osds for n in NODE_NAMES), osds
+    assert all(f"agent-{n}" in log for n in NODE_NAMES), log          # stage down stopped both agents
+    assert "within the bound" in log and (tmp_path / "tomo.h5").is_file()
+    assert _stage_leftovers(job, tmp_path) == []
