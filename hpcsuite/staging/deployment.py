@@ -110,10 +110,37 @@ def down(state_dir=None) -> list[str]:
     except StagingError:
         st = None
     if st is not None and st["backend"] == "tmpfs":
-        shutil.rmtree(st["root"], ignore_errors=True)      # this node's RAM (others: epilog)
+        shutil.rmtree(st["root"], ignore_errors=True)      # this node's RAM ...
+        others = _remove_on_other_nodes(st["root"])        # ... and every other node's
         shutil.rmtree(d, ignore_errors=True)
-        return ["tmpfs store"]
+        return ["tmpfs store"] + [f"tmpfs store on {n}" for n in others]
     return ceph.teardown(d)
+
+
+def _remove_on_other_nodes(root: str) -> list[str]:
+    """Delete the node-local folder ``root`` on the allocation's other nodes (one ``srun --overlap``
+    task per node); the nodes it ran on. Outside a multi-node job: nothing. Local.
+
+    Ranks on every node write into their own node's copy of ``root``; without this, only the
+    epilog (if the site installed it) would free those nodes' RAM."""
+    import subprocess
+    from hpcsuite.jobs.env import SlurmEnv, this_node
+    env = SlurmEnv.from_environ()
+    others = [n for n in env.nodes if n != this_node()]
+    if not (env.in_job and others and shutil.which("srun")):
+        return []
+    argv = ["srun", "--overlap", f"--nodes={len(others)}", f"--ntasks={len(others)}", "--ntasks-per-node=1",
+            f"--nodelist={','.join(others)}", "--cpu-bind=none", "--job-name=hpcsuite-stage-down",
+            "rm", "-rf", "--one-file-system", root]
+    try:
+        p = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+    except subprocess.TimeoutExpired:
+        raise StagingError(f"stage down: removing {root} on {', '.join(others)} timed out (srun); "
+                           "the epilog (jobscripts/stage-epilog.sh) removes it when the job ends") from None
+    if p.returncode != 0:
+        raise StagingError(f"stage down: removing {root} on {', '.join(others)} failed (srun exit "
+                           f"{p.returncode}: {p.stderr.strip()[-300:]}); the epilog removes it when the job ends")
+    return others
 
 
 def status(state_dir=None) -> dict:

@@ -397,11 +397,16 @@ def test_mpi_test_suite_passes_with_ranks_on_two_nodes(cluster, tmp_path):
                                                                                         p.stderr[-2000:])
 
 
-@pytest.mark.skipif(not CEPH, reason="Ceph not installed: run scripts/setup.sh")
-def test_tomo_across_two_nodes_runs_an_osd_agent_on_each_node(cluster, tmp_path):
+@pytest.mark.parametrize("backend", ["rados", "tmpfs"])
+def test_tomo_across_two_nodes_stages_on_every_node_and_cleans_up(cluster, tmp_path, backend):
+    """rados: the monitor on the first node, an OSD agent on each; tmpfs: node-local folders,
+    removed on every node by ``stage down``."""
+    if backend == "rados" and not CEPH:
+        pytest.skip("Ceph not installed: run scripts/setup.sh")
     env, _ = cluster
+    env = dict(env, HPCSUITE_STAGE_BACKEND=backend)
     deck = tmp_path / "tomo.toml"
-    deck.write_text(TOMO_DECK.format(size=64, angles=90, out=tmp_path / "tomo.h5"))
+    deck.write_text(TOMO_DECK.format(size=64, angles=90, out=tmp_path / "tomo.h5").replace('"rados"', f'"{backend}"'))
     script = tmp_path / "tomo2.sbatch"
     r = sh([HPCSUITE, "jobscript", "tomo", "--nodes", "2", "--ntasks-per-node", "2", "--time", "10",
             "--deck", deck, "-o", script], env, tmp_path)
@@ -410,11 +415,15 @@ def test_tomo_across_two_nodes_runs_an_osd_agent_on_each_node(cluster, tmp_path)
     job = p.stdout.strip().split(";")[0]
     log = (tmp_path / f"tomo-{job}.out").read_text()
     assert p.returncode == 0, log
-    assert f"on {HOST}-[1-2] (4 tasks)" in log and "on 4 rank(s)" in log and "HEALTH_OK" in log, log
-    # the state folder is shared (the submit directory), the OSDs live on both nodes
-    assert f"rados ready in" in log and f"{tmp_path}/.hpcsuite-stage-job{job}" in log, log
-    osds = next(l for l in log.splitlines() if l.startswith("osds"))
-    assert "2/2 up" in osds and all(f"{n}: osd." in osds for n in NODE_NAMES), osds
-    assert all(f"agent-{n}" in log for n in NODE_NAMES), log          # stage down stopped both agents
+    assert f"on {HOST}-[1-2] (4 tasks)" in log and "on 4 rank(s)" in log, log
+    # the state folder is shared (the submit directory); the data stay on the nodes
+    assert f"{backend} ready in" in log and f"{tmp_path}/.hpcsuite-stage-job{job}" in log, log
+    if backend == "rados":
+        assert "HEALTH_OK" in log, log
+        osds = next(l for l in log.splitlines() if l.startswith("osds"))
+        assert "2/2 up" in osds and all(f"{n}: osd." in osds for n in NODE_NAMES), osds
+        assert all(f"agent-{n}" in log for n in NODE_NAMES), log      # stage down stopped both agents
+    else:
+        assert f"tmpfs store on {NODE_NAMES[1]}" in log, log           # removed on the other node too
     assert "within the bound" in log and (tmp_path / "tomo.h5").is_file()
     assert _stage_leftovers(job, tmp_path) == []
