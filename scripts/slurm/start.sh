@@ -7,6 +7,9 @@
 #   scripts/slurm/stop.sh [DIR]
 #
 # Each node advertises 4 CPUs (SlurmdParameters=config_overrides) so 4-rank jobs run on 2 cores.
+# HPCSUITE_SLURM_GPUS=G (default 0, at most 4) declares G GPUs per node as a generic resource
+# backed by harmless character devices (/dev/null, /dev/zero, ...: SLURM wants device files), so GPU
+# job scripts (--gpus-per-node) are accepted, scheduled and launched; no job gets a real GPU.
 # HPCSUITE_SLURM_NODES=N (default 1) emulates N nodes on this machine: one slurmd per node
 # (`slurmd -N`), named <host>-1..<host>-N, each on its own port, all at NodeAddr 127.0.0.1. SLURM
 # and MPI (through PMI's process mapping) treat them as separate nodes, so multi-node job scripts,
@@ -18,6 +21,8 @@ dir=$(realpath -m "${1:-${HPCSUITE_SLURM_DIR:-/tmp/hpcsuite-slurm}}")
 node=$(hostname -s)
 cpus=${HPCSUITE_SLURM_CPUS:-4}
 nnodes=${HPCSUITE_SLURM_NODES:-1}
+gpus=${HPCSUITE_SLURM_GPUS:-0}
+[[ "$gpus" =~ ^[0-4]$ ]] || { echo "slurm/start: HPCSUITE_SLURM_GPUS must be a count from 0 to 4, got '$gpus'" >&2; exit 1; }
 [[ "$nnodes" =~ ^[1-9][0-9]*$ ]] || { echo "slurm/start: HPCSUITE_SLURM_NODES must be a positive integer, got '$nnodes'" >&2; exit 1; }
 if [ "$nnodes" = 1 ]; then
   names=("$node")
@@ -47,7 +52,13 @@ munged --key-file="$dir/munge/munge.key" --socket="$dir/munge/munge.sock" \
        --pid-file="$dir/munge/munged.pid" --seed-file="$dir/munge/munged.seed" \
        --log-file="$dir/log/munged.log" --force
 
-# ---- slurm.conf
+# ---- slurm.conf (and gres.conf: emulated GPUs on stand-in character devices)
+gres=""
+if [ "$gpus" -gt 0 ]; then
+  gres="gpu:$gpus"
+  devs=(/dev/null /dev/zero /dev/full /dev/urandom)
+  echo "Name=gpu File=$(IFS=,; echo "${devs[*]:0:$gpus}")" > "$dir/gres.conf"
+fi
 cat > "$dir/slurm.conf" <<EOF
 ClusterName=hpcsuite
 SlurmctldHost=$node(127.0.0.1)
@@ -73,6 +84,7 @@ SchedulerType=sched/backfill
 SelectType=select/cons_tres
 SelectTypeParameters=CR_CPU
 MpiDefault=pmi2
+${gres:+GresTypes=gpu}
 ReturnToService=2
 SlurmdParameters=config_overrides
 KillWait=5
@@ -81,7 +93,7 @@ SlurmctldTimeout=30
 SlurmdTimeout=30
 ${HPCSUITE_SLURM_EPILOG:+Epilog=$HPCSUITE_SLURM_EPILOG}
 $(for i in "${!names[@]}"; do
-  echo "NodeName=${names[$i]} NodeAddr=127.0.0.1 Port=$((6818 + i)) CPUs=$cpus RealMemory=$((16000 / nnodes)) State=UNKNOWN"
+  echo "NodeName=${names[$i]} NodeAddr=127.0.0.1 Port=$((6818 + i)) CPUs=$cpus RealMemory=$((16000 / nnodes))${gres:+ Gres=$gres} State=UNKNOWN"
 done)
 PartitionName=debug Nodes=$(IFS=,; echo "${names[*]}") Default=YES MaxTime=INFINITE State=UP
 EOF

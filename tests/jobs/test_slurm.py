@@ -2,7 +2,9 @@
 with scripts/slurm/start.sh and stop with scripts/slurm/stop.sh. Skipped, with the reason, only
 where the SLURM packages are not installed (scripts/setup.sh installs them).
 
-The cluster has two nodes emulated on this machine (``HPCSUITE_SLURM_NODES=2``: two slurmd, node
+The cluster has two nodes emulated on this machine, each declaring 4 GPUs (SLURM GRES on stand-in
+devices, so the GPU templates are scheduled and launched; the apps then find out whether a GPU is
+really usable) (``HPCSUITE_SLURM_NODES=2``: two slurmd, node
 names ``<host>-1`` and ``<host>-2``). SLURM allocates them as separate nodes and MPI learns the
 layout from PMI, so a job across both runs multi-node code for real: hostlist expansion,
 ``srun --overlap`` tasks per node, one OSD agent per node, and inter-node MPI (no shared-memory
@@ -52,7 +54,7 @@ def cluster(tmp_path_factory):
     d = tmp_path_factory.mktemp("slurm") / "cluster"
     # the staging epilog, as a site would install it: cleans up after killed jobs
     start_env = dict(os.environ, HPCSUITE_SLURM_EPILOG=str(ROOT / "jobscripts/stage-epilog.sh"),
-                     HPCSUITE_SLURM_NODES=str(NODES))
+                     HPCSUITE_SLURM_NODES=str(NODES), HPCSUITE_SLURM_GPUS="4")
     p = subprocess.run([ROOT / "scripts/slurm/start.sh", d], capture_output=True, text=True, timeout=60,
                        env=start_env)
     assert p.returncode == 0, p.stderr
@@ -427,3 +429,22 @@ def test_tomo_across_two_nodes_stages_on_every_node_and_cleans_up(cluster, tmp_p
         assert f"tmpfs store on {NODE_NAMES[1]}" in log, log           # removed on the other node too
     assert "within the bound" in log and (tmp_path / "tomo.h5").is_file()
     assert _stage_leftovers(job, tmp_path) == []
+
+
+@pytest.mark.parametrize("template,deck", [("heat3d-gpu", "heat3d_gpu"), ("eigen-gpu", "eigen_laplacian_gpu"),
+                                           ("les-gpu", "bomex_gpu")])
+def test_gpu_templates_are_scheduled_and_say_once_when_no_gpu_is_usable(cluster, tmp_path, template, deck):
+    """SLURM accepts the GPU variants (--gpus-per-node) and launches every rank; without a usable GPU
+    the application stops before computing, with one clear line and exit code 2."""
+    from hpcsuite.runtime.device import gpu_status
+    env, _ = cluster
+    p = sh(["sbatch", "--wait", "--parsable", ROOT / f"jobscripts/{template}.sbatch", ROOT / f"inputs/{deck}.toml"],
+           env, tmp_path, timeout=300)
+    job = p.stdout.strip().split(";")[0]
+    log = (tmp_path / f"{template}-{job}.out").read_text()
+    usable, why = gpu_status()
+    if usable:                                              # a GPU machine: the job must just work
+        assert p.returncode == 0, log
+    else:
+        assert p.returncode != 0 and "Exited with exit code 2" in log, log
+        assert log.count("no GPU is usable") == 1 and why.split(":")[0] in log, log
