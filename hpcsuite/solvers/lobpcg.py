@@ -333,13 +333,20 @@ class _Solver:
         self._mod = np if be.is_host else (be.runtime_device.xp if be.is_gpu else None)
 
     # ------------------------------------------------------------------ buffers and views
+    def _zeros(self, nloc: int):
+        """A ``local rows x 3m`` buffer in column-major order on NumPy and CuPy: every block of
+        columns (X, P, W) is then one contiguous piece of memory, so the elementwise passes and
+        column norms on a block run at streaming speed (on a row-major buffer they stride: about
+        8x slower measured at 20000 x 24); the GEMMs do not mind either layout."""
+        shape = (nloc, 3 * self.m)
+        return self._mod.zeros(shape, order="F") if self._mod is not None else self.be.zeros(shape)
+
     def _allocate(self, nloc: int) -> None:
-        width = 3 * self.m
-        self.S, self.S2 = self.be.zeros((nloc, width)), self.be.zeros((nloc, width))
-        self.AS, self.AS2 = self.be.zeros((nloc, width)), self.be.zeros((nloc, width))
+        self.S, self.S2 = self._zeros(nloc), self._zeros(nloc)
+        self.AS, self.AS2 = self._zeros(nloc), self._zeros(nloc)
         self.BS = self.BS2 = None
         if self.opB is not None:
-            self.BS, self.BS2 = self.be.zeros((nloc, width)), self.be.zeros((nloc, width))
+            self.BS, self.BS2 = self._zeros(nloc), self._zeros(nloc)
 
     def _bs(self):
         """The buffer holding B S (S itself when B is the identity)."""
