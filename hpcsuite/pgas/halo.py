@@ -19,6 +19,7 @@ from numbers import Real
 import numpy as np
 from mpi4py import MPI
 
+from ..runtime.comm_hooks import observed
 from ..runtime.waiting import waitall
 
 __all__ = ["HaloSpec", "Halo"]
@@ -109,11 +110,16 @@ class Halo:
             shape = tuple(sl.stop - sl.start for sl in inner)
             sbuf = np.empty(shape, dtype=array.dtype)
             rbuf = np.empty(shape, dtype=array.dtype)
-            self._exchanges.append((inner, ghost, sbuf, rbuf))
+            self._exchanges.append((inner, ghost, sbuf, rbuf, peer))
             sends.append(team.comm.Send_init(sbuf, peer, tag=tag_of[o]))
             recvs.append(team.comm.Recv_init(rbuf, peer, tag=tag_of[tuple(-x for x in o)]))
         self._requests = recvs + sends
+        peers = [p for *_, p in self._exchanges]
+        self._request_peers = peers + peers
         self.messages = len(sends)
+        self.nbytes = sum(sbuf.nbytes for _, _, sbuf, _, _ in self._exchanges)
+        self._started: list = []
+        self._received: set | None = None        # exchanges whose message was started (None: all)
         self._active = False
 
     def update(self) -> None:
@@ -129,22 +135,39 @@ class Halo:
             raise RuntimeError("a halo update of this array is already in flight; wait() for it first")
         u = self.array.local_with_halo
         to_host = self.array.device.to_host
-        for inner, _, sbuf, _ in self._exchanges:
+        for inner, _, sbuf, _, _ in self._exchanges:
             sbuf[...] = to_host(u[inner]) if self.array.device.is_gpu else u[inner]
         self._active = True
         if self._requests:
-            MPI.Prequest.Startall(self._requests)
+            # one communication kernel for the tuner (hpcsuite.tune): a neighbourhood exchange,
+            # started here and completed in wait(); it may start the exchanges of only some peers
+            self._started = observed(self.array.team, "Halo", self.nbytes, self._start, self._request_peers)
         for inner, ghost in self._self_copies:   # overlaps with the messages in flight
             u[ghost] = u[inner]
         return HaloUpdate(self)
 
+    def _start(self, peers=None) -> list:
+        """Start the persistent requests exchanging with ``peers`` (all when None); the started
+        ones. Ghost regions whose message was not started keep their values (the tuner skipped it)."""
+        if peers is None:
+            reqs, self._received = self._requests, None
+        else:
+            live = [j for j, q in enumerate(self._request_peers) if q in peers]
+            reqs = [self._requests[j] for j in live]
+            self._received = {j for j in live if j < len(self._exchanges)}   # receives come first
+        if reqs:
+            MPI.Prequest.Startall(reqs)
+        return reqs
+
     def _finish(self) -> None:
         if self._requests:
-            waitall(self._requests)
+            observed(self.array.team, "Halo_wait", self.nbytes, waitall, self._started)
+            self._started = []
         u = self.array.local_with_halo
         xp = self.array.device.xp
-        for _, ghost, _, rbuf in self._exchanges:
-            u[ghost] = xp.asarray(rbuf) if self.array.device.is_gpu else rbuf
+        for i, (_, ghost, _, rbuf, _) in enumerate(self._exchanges):
+            if self._received is None or i in self._received:
+                u[ghost] = xp.asarray(rbuf) if self.array.device.is_gpu else rbuf
         for region, value in self._fills:
             u[region] = value
         self._active = False

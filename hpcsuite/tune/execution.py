@@ -14,7 +14,9 @@ Inside ``with Execution(model, mode) as ex: program()`` every communication call
 The execution path travels with the program's own communication, as in the reference autotuner:
 before each collective a small allreduce (MAX) merges every rank's path times (total,
 computation, communication), before each point-to-point exchange the path goes ahead on its own
-tag. Time between intercepted kernels (Python glue) is measured and charged as computation; the
+tag, and before each PGAS halo exchange it is swapped with every neighbour (the exchange is one
+kernel from its start to its completion; a neighbour pair skips its messages when both ends are
+steady). Time between intercepted kernels (Python glue) is measured and charged as computation; the
 time of the internal allreduces and of input resets is excluded. The result of a run is its
 predicted critical-path time.
 
@@ -116,6 +118,7 @@ class Execution:
         self._prev_skipped = False
         self._last = 0.0
         self._stack = []
+        self._halo_pending: dict = {}  # halo exchanges started and not yet waited for
 
     # ------------------------------------------------------------------ context
     def __enter__(self) -> "Execution":
@@ -205,6 +208,10 @@ class Execution:
         self._glue()
         if name == "Sendrecv":
             return self._on_sendrecv(team, nbytes, fn, args, kwargs)
+        if name == "Halo":
+            return self._on_halo_start(team, nbytes, fn, args[0])
+        if name == "Halo_wait":
+            return self._on_halo_wait(fn, args[0])
         k = ("comm", name, team.size, int(nbytes))
         if name not in _COLLECTIVE:
             # local completion calls (Wait) and one-sided point-to-point: timed, never skipped
@@ -267,6 +274,57 @@ class Execution:
         self.path[2] += t
         self._last = time.perf_counter()
         return None
+
+    def _on_halo_start(self, team, nbytes, start, request_peers):
+        """A halo exchange (pgas): messages with several neighbours, started now, completed by
+        :meth:`_on_halo_wait`. The path is swapped with every neighbour first, with this rank's
+        steadiness; an exchange with a neighbour is skipped when both ends are steady (each pair
+        decides alike, so no message is left unmatched), and the whole kernel is charged its mean
+        when every exchange of this rank is skipped. Key: neighbours, messages and bytes (a rank
+        at a non-periodic edge has fewer and takes a different time)."""
+        peers = sorted(set(request_peers))
+        k = ("comm", "Halo", len(peers), len(request_peers) // 2, int(nbytes))
+        mine = self._steady(k)
+        out = np.array([*self.path, 1.0 if mine else 0.0])
+        ins = [np.empty(6) for _ in peers]
+        _waitall([team.comm.Irecv(b, q, _PATH_TAG + 2) for b, q in zip(ins, peers)] +
+                 [team.comm.Isend(out, q, _PATH_TAG + 2) for q in peers])
+        for b in ins:
+            np.maximum(self.path, b[:5], out=self.path)
+        self._check_bound()
+        active = [q for q, b in zip(peers, ins) if not (mine and b[5])]
+        self._last = time.perf_counter()
+        if not active:
+            started, t, state = start([]), self._charge(k, comm=True), "skipped"
+        else:
+            t0 = time.perf_counter()
+            started = start(None if len(active) == len(peers) else active)
+            t = time.perf_counter() - t0
+            state = "full" if len(active) == len(peers) else "partial"
+            if state == "partial":                    # stale ghosts from the skipped neighbours
+                self._skipped_any = True
+                self.path[3] = 1.0
+        self._halo_pending[id(started)] = (k, t, state)
+        self.path[0] += t
+        self.path[2] += t
+        self._last = time.perf_counter()
+        return started
+
+    def _on_halo_wait(self, wait, started):
+        k, t_start, state = self._halo_pending.pop(id(started), (None, 0.0, "skipped"))
+        self._last = time.perf_counter()
+        t0 = time.perf_counter()
+        wait(started)
+        t = time.perf_counter() - t0
+        if k is not None and state == "full":          # a sample: start plus completion
+            self.model.stats(k).add(t_start + t)
+            self._prev, self._prev_skipped = k, False
+            self._count(k, False)
+        elif k is not None and state == "partial":     # timed, but not a sample of the kernel
+            self._count(k, False)
+        self.path[0] += t
+        self.path[2] += t
+        self._last = time.perf_counter()
 
     def _check_bound(self) -> None:
         """Mark the path abandoned once it exceeds the racing bound (see the module notes)."""

@@ -190,3 +190,64 @@ def test_pgas_collectives_are_intercepted(team):
         assert "Alltoall" in names and "Bcast" in names, names
     for x in (a, s, b, c):
         x.free()
+
+
+def _halo_program(a, steps=STEPS):
+    for _ in range(steps):
+        compute("work", (1,), time.sleep, T_WORK)
+        a.halo.update()
+
+
+@pytest.mark.mpi
+def test_halo_exchanges_are_kernels_that_selective_runs_skip(team):
+    """A PGAS halo update is one communication kernel (started, then completed in wait()); the
+    path goes to every neighbour, and a selective run skips steady exchanges and still predicts
+    the full run."""
+    from hpcsuite import pgas
+    a = pgas.arange(64 * team.size, dtype=float, halo=4, boundary="periodic")
+    # loose: a halo of a few bytes takes microseconds, relatively noisy (the mechanics are tested)
+    model = Model(tolerance=0.9, confidence=0.5, min_samples=3)
+    with Execution(model, "profile") as prof:
+        _halo_program(a)
+    with Execution(model, "selective") as sel:
+        _halo_program(a)
+    full = sorted(run_full(lambda: _halo_program(a)) for _ in range(3))[1]     # median of 3
+    if team.size > 1:                      # one rank: its periodic halo is a local copy
+        assert prof.result.counts["Halo"] == [STEPS, 0]
+        executed, skipped = sel.result.counts["Halo"]
+        assert executed + skipped == STEPS and skipped > 0
+    else:
+        assert "Halo" not in prof.result.counts
+    assert sel.result.predicted == pytest.approx(full, rel=0.3 if team.size <= 2 else 0.6)
+    assert team.allgather(sel.result.predicted) == [sel.result.predicted] * team.size
+    a.free()
+
+
+@pytest.mark.mpi
+def test_halo_neighbours_skip_only_what_both_consider_steady(team):
+    """Ranks 0 and 1 know the halo kernel, the others do not: only the exchanges between 0 and 1
+    are skipped (their ghosts keep the old values), every other exchange delivers, nothing hangs."""
+    if team.size == 1:
+        pytest.skip("needs neighbours")
+    from hpcsuite import pgas
+    n = 8 * team.size
+    a = pgas.arange(n, dtype=float, halo=1, boundary="periodic")
+    h = a.halo
+    key = ("comm", "Halo", len(set(h._request_peers)), h.messages, h.nbytes)
+    model = Model(tolerance=0.5, confidence=0.5, min_samples=2)
+    steady = {0, 1}
+    if team.rank in steady:
+        for t in (1e-5, 1e-5, 1e-5):
+            model.stats(key).add(t)
+    u = a.local_with_halo
+    u[0] = u[-1] = -1.0                    # ghosts before the exchange
+    with Execution(model, "selective") as ex:
+        a.halo.update()
+    lo, hi = a.local_global_indices()[0][[0, -1]]
+    left, right = (team.rank - 1) % team.size, (team.rank + 1) % team.size
+    for ghost, nb, value in ((u[0], left, (lo - 1) % n), (u[-1], right, (hi + 1) % n)):
+        skipped = team.rank in steady and nb in steady
+        assert ghost == (-1.0 if skipped else value), (team.rank, nb, ghost)
+    assert ex.result.counts["Halo"] == ([0, 1] if team.rank in steady and
+                                        {left, right} <= steady else [1, 0])
+    a.free()
