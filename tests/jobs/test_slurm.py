@@ -264,12 +264,24 @@ check_interval = 1
 """
 
 
-def test_les_template_checkpoints_on_the_time_limit_warning_and_continues_identically(cluster, tmp_path):
+@pytest.mark.parametrize("nodes,ranks", [(1, 4), (2, 2)], ids=["1-node-4-ranks", "2-nodes-1-rank-each"])
+def test_les_template_checkpoints_on_the_time_limit_warning_and_continues_identically(cluster, tmp_path, nodes,
+                                                                                      ranks):
+    """The template as shipped (1 node, 4 ranks), and rendered for 2 nodes with a rank on each
+    (the 2-D decomposition's halos and pressure transposes then cross nodes)."""
     env, _ = cluster
     env = dict(env, HPCSUITE_PROGRESS_INTERVAL="1")
+    # long enough that the signal arrives mid-run (2 ranks on 2 cores are much faster than 4)
+    t_end = 900.0 if nodes == 1 else 7200.0
     deck = tmp_path / "les.toml"
-    deck.write_text(LES_DECK.format(t_end=900.0, out=tmp_path / "o", ckpt=tmp_path / "ck.h5"))
-    p = sh(["sbatch", "--parsable", ROOT / "jobscripts/les.sbatch", deck], env, tmp_path)
+    deck.write_text(LES_DECK.format(t_end=t_end, out=tmp_path / "o", ckpt=tmp_path / "ck.h5"))
+    script = ROOT / "jobscripts/les.sbatch"
+    if nodes > 1:
+        script = tmp_path / "les2.sbatch"
+        r = sh([HPCSUITE, "jobscript", "les", "--nodes", str(nodes), "--ntasks-per-node", str(ranks // nodes),
+                "--time", "10", "-o", script], env, tmp_path)
+        assert r.returncode == 0, r.stderr
+    p = sh(["sbatch", "--parsable", script, deck], env, tmp_path)
     assert p.returncode == 0, p.stderr
     job = p.stdout.strip().split(";")[0]
     log = tmp_path / f"les-{job}.out"
@@ -278,15 +290,18 @@ def test_les_template_checkpoints_on_the_time_limit_warning_and_continues_identi
         assert time.time() - t0 < 120, "the job never started"
         time.sleep(0.3)
     time.sleep(1.0)
-    assert sh(["scancel", "--batch", "--signal=USR1", job], env, tmp_path).returncode == 0
+    sig = sh(["scancel", "--batch", "--signal=USR1", job], env, tmp_path)
+    assert sig.returncode == 0, (sig.stderr, log.read_text())
     _wait_gone(job, env, tmp_path, restarted_log=log)
     text = log.read_text()
-    assert "on 4 rank(s)" in text and "checkpointed at t = " in text and "requeueing job" in text, text
+    assert f"on {ranks} rank(s)" in text and "checkpointed at t = " in text and "requeueing job" in text, text
+    if nodes > 1:
+        assert f"on {HOST}-[1-2] ({ranks} tasks)" in text, text
     assert "restart count 1" in text and "continuing from the checkpoint" in text, text
     assert (tmp_path / "o" / "fields.h5").is_file() and not (tmp_path / "ck.h5").exists(), text
     ref = tmp_path / "ref.toml"
-    ref.write_text(LES_DECK.format(t_end=900.0, out=tmp_path / "ref", ckpt=""))
-    r = run_cmd([HPCSUITE, "run", "-q", ref], nranks=4, timeout=300)
+    ref.write_text(LES_DECK.format(t_end=t_end, out=tmp_path / "ref", ckpt=""))
+    r = run_cmd([HPCSUITE, "run", "-q", ref], nranks=ranks, timeout=300)
     assert r.returncode == 0, r.stderr
     import h5py
     import numpy as np
