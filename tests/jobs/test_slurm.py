@@ -332,6 +332,7 @@ def _stage_leftovers(job: str, submit_dir: Path | None = None) -> list[str]:
     tag = f"-job{job}"
     left = [str(p) for p in Path("/dev/shm").glob(f"hpcsuite-*{tag}*")]
     left += _pids_mentioning(f"hpcsuite-stage-{os.getuid()}{tag}") + _pids_mentioning(f"hpcsuite-ceph{tag}")
+    left += [m for m in Path("/proc/mounts").read_text().splitlines() if f"hpcsuite-ceph{tag}" in m]
     if submit_dir is not None:
         state = submit_dir / f".hpcsuite-stage-job{job}"
         left += ([str(state)] if state.exists() else []) + _pids_mentioning(str(state))
@@ -414,11 +415,12 @@ def test_mpi_test_suite_passes_with_ranks_on_two_nodes(cluster, tmp_path):
                                                                                         p.stderr[-2000:])
 
 
-@pytest.mark.parametrize("backend", ["rados", "tmpfs"])
+@pytest.mark.parametrize("backend", ["rados", "s3", "cephfs", "tmpfs"])
 def test_tomo_across_two_nodes_stages_on_every_node_and_cleans_up(cluster, tmp_path, backend):
-    """rados: the monitor on the first node, an OSD agent on each; tmpfs: node-local folders,
-    removed on every node by ``stage down``."""
-    if backend == "rados" and not CEPH:
+    """Ceph backends: the monitor (and gateway, MDS) on the first node, an OSD agent on each node,
+    for cephfs a ceph-fuse mount on each node; tmpfs: node-local folders, removed on every node by
+    ``stage down``."""
+    if backend != "tmpfs" and not CEPH:
         pytest.skip("Ceph not installed: run scripts/setup.sh")
     env, _ = cluster
     env = dict(env, HPCSUITE_STAGE_BACKEND=backend)
@@ -435,11 +437,15 @@ def test_tomo_across_two_nodes_stages_on_every_node_and_cleans_up(cluster, tmp_p
     assert f"on {HOST}-[1-2] (4 tasks)" in log and "on 4 rank(s)" in log, log
     # the state folder is shared (the submit directory); the data stay on the nodes
     assert f"{backend} ready in" in log and f"{tmp_path}/.hpcsuite-stage-job{job}" in log, log
-    if backend == "rados":
+    if backend != "tmpfs":
         assert "HEALTH_OK" in log, log
         osds = next(l for l in log.splitlines() if l.startswith("osds"))
         assert "2/2 up" in osds and all(f"{n}: osd." in osds for n in NODE_NAMES), osds
         assert all(f"agent-{n}" in log for n in NODE_NAMES), log      # stage down stopped both agents
+        if backend == "cephfs":                 # the other node's mount, stopped by stage down
+            assert "ceph-fuse-nodes" in log.split("stage down:")[-1], log
+        if backend == "s3":
+            assert "rgw.gw" in log.split("stage down:")[-1], log
     else:
         assert f"tmpfs store on {NODE_NAMES[1]}" in log, log           # removed on the other node too
     assert "within the bound" in log and (tmp_path / "tomo.h5").is_file()
