@@ -189,10 +189,17 @@ def main() -> None:
 
     rows = [("exhaustive full runs", t_exhaustive, 1.0, None, best_cfg, 0.0, None)]
 
-    def add(name, res):
+    searches = []
+
+    def error(res, ref):
+        """Mean relative prediction error of a search's completed configurations against ``ref``."""
         ok = [r for r in res.results if r.status == "ok"]
-        err = statistics.mean(abs(r.predicted_time - truth[key(r.config)]) / truth[key(r.config)]
-                              for r in ok) if ok else None
+        return statistics.mean(abs(r.predicted_time - ref[key(r.config)]) / ref[key(r.config)]
+                               for r in ok) if ok else None
+
+    def add(name, res):
+        searches.append((name, res))
+        err = error(res, truth)
         within = truth[key(res.best_config)] / true_best - 1 if res.best_config else None
         rows.append((name, res.tuning_wall_time_s, t_exhaustive / res.tuning_wall_time_s, err,
                      res.best_config, within, res.skipped_fraction))
@@ -227,6 +234,12 @@ def main() -> None:
             f"{100 * max(drift):+.1f}%")
         rows.append(("full runs again (noise floor)", None, None, statistics.mean(abs(d) for d in drift),
                      None, None, None))
+        mid = {k: 0.5 * (truth[k] + again[k]) for k in truth}
+        say("# prediction error against the true times measured before the searches / after them / "
+            "the mean of both (a linear drift of the machine cancels in the last):")
+        for name, res in searches:
+            e = [error(res, ref) for ref in (truth, again, mid)]
+            say(f"#   {name:30s} " + " / ".join("-" if x is None else f"{100 * x:.1f}%" for x in e))
 
     opt = optuna_search(params, programs, args, truth, true_best) if args.optuna_trials > 0 else False
     if opt is False:
