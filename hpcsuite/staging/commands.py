@@ -20,7 +20,8 @@ Job-temporary storage in RAM. A deployment is a private folder (--dir) naming on
   cephfs  the same plus an MDS and a ceph-fuse POSIX mount (parallel HDF5 works on it)
 Ceph daemons run as your processes (no systemd, no root-only modules): a monitor and a manager on
 the first node, OSDs on RAM on every node (srun --overlap inside a SLURM allocation, local
-processes outside). Keys are 0600, folders 0700, ports free ones; 'down' stops everything by PID.
+processes outside). Keys are 0600, folders 0700, ports free ones; 'down' stops everything by PID
+and deletes the RAM files on every node of the job.
 
 --dir default: $HPCSUITE_STAGE_DIR, else /dev/shm/hpcsuite-stage-<uid>-<job<ID>|local>, or
 $SLURM_SUBMIT_DIR/.hpcsuite-stage-job<ID> in a multi-node allocation (the keys must be shared)."""
