@@ -175,6 +175,42 @@ def _displs(counts: np.ndarray) -> np.ndarray:
     return np.concatenate(([0], np.cumsum(counts)[:-1])).astype(np.int64)
 
 
+def _post_exchange(team: Team, comm: MPI.Comm, tag: int, rbuf: np.ndarray, recv_runs: list,
+                   sbuf: np.ndarray | None, send_runs: list) -> list | None:
+    """Start one neighbour exchange: receive ``recv_runs`` into ``rbuf``, send ``send_runs`` of
+    ``sbuf`` (host buffers). Local (point-to-point with the neighbours). Returns the started requests
+    (``None`` when this rank has no neighbours); complete them with :func:`_complete_exchange`.
+
+    The exchange is one communication kernel for ``hpcsuite.tune`` ("Ghosts", like a PGAS halo
+    update): a selective run may skip the messages with neighbours whose exchange both ends know;
+    rows that were then not received are zeros, never uninitialised memory."""
+    if not recv_runs and not send_runs:
+        return None
+    peers = [p for p, _, _ in recv_runs] + [p for p, _, _ in send_runs]
+
+    def start(active=None) -> list:
+        live = None if active is None else set(active)
+        reqs = []
+        for peer, o, c in recv_runs:
+            if live is None or peer in live:
+                reqs.append(comm.Irecv(rbuf[o:o + c], peer, tag))
+            else:
+                rbuf[o:o + c] = 0.0
+        for peer, o, c in send_runs:
+            if live is None or peer in live:
+                reqs.append(comm.Isend(sbuf[o:o + c], peer, tag))
+        return reqs
+
+    return observed(team, "Ghosts", rbuf.nbytes + (0 if sbuf is None else sbuf.nbytes), start, peers)
+
+
+def _complete_exchange(team: Team, reqs: list | None, nbytes: int) -> None:
+    """Complete an exchange started by :func:`_post_exchange` (waiting politely, without spinning,
+    when ranks outnumber cores: ``runtime.waiting``). Local."""
+    if reqs is not None:        # also when the tuner started none of it: it pairs start and end
+        observed(team, "Ghosts_wait", nbytes, waitall, reqs)
+
+
 def _split_columns(rows, r0: int, r1: int):
     """Local rows (global columns) -> diagonal block, compressed off-diagonal block, ghost ids."""
     rows = rows.tocsr()
@@ -498,30 +534,24 @@ class DistCSR:
         del contrib                                   # the send buffer lives until here
         return Y
 
-    def _wait(self, reqs: list, nbytes: int) -> None:
-        """Complete a neighbour exchange, through the runtime's communication hook (waiting
-        politely, without spinning, when ranks outnumber cores: ``runtime.waiting``)."""
-        observed(self.team, "Waitall", nbytes, waitall, reqs)
+    def _wait(self, reqs: list | None, nbytes: int) -> None:
+        """Complete a neighbour exchange (see :func:`_complete_exchange`)."""
+        _complete_exchange(self.team, reqs, nbytes)
 
     def _start_forward(self, X: np.ndarray):
         """Post the ghost receives and send the rows the neighbours need. Local (p2p)."""
-        k = X.shape[1]
-        plan, comm = self._plan, self._comm
-        xg = np.empty((plan.ghosts.size, k))
-        reqs = [comm.Irecv(xg[o:o + c], peer, _TAG_FORWARD) for peer, o, c in plan.recv]
-        if plan.send:
-            sbuf = np.take(X, plan.send_idx, axis=0)
-            reqs += [comm.Isend(sbuf[o:o + c], peer, _TAG_FORWARD) for peer, o, c in plan.send]
-        return xg, reqs
+        plan = self._plan
+        xg = np.empty((plan.ghosts.size, X.shape[1]))
+        sbuf = np.take(X, plan.send_idx, axis=0) if plan.send else None
+        return xg, _post_exchange(self.team, self._comm, _TAG_FORWARD, xg, plan.recv, sbuf, plan.send)
 
     def _start_reverse(self, X: np.ndarray):
         """Half storage: send ``U_off^T x`` to the owners of the ghost rows, receive theirs."""
         k = X.shape[1]
-        plan, comm = self._plan, self._comm
+        plan = self._plan
         rbuf = np.empty((plan.send_idx.size, k))
-        reqs = [comm.Irecv(rbuf[o:o + c], peer, _TAG_REVERSE) for peer, o, c in plan.send]
         contrib = np.ascontiguousarray(self._off_blk.T @ X) if plan.recv else np.empty((0, k))
-        reqs += [comm.Isend(contrib[o:o + c], peer, _TAG_REVERSE) for peer, o, c in plan.recv]
+        reqs = _post_exchange(self.team, self._comm, _TAG_REVERSE, rbuf, plan.send, contrib, plan.recv)
         return contrib, rbuf, reqs
 
     # ------------------------------------------------------------------ DistArray conversion
@@ -678,14 +708,11 @@ class _DeviceMatrices:
         self.xp = xp
 
     def _forward(self, X):
-        plan, comm = self.A._plan, self.A._comm
+        plan = self.A._plan
         xg = np.empty((plan.ghosts.size, X.shape[1]))
-        reqs = [comm.Irecv(xg[o:o + c], peer, _TAG_FORWARD) for peer, o, c in plan.recv]
-        if plan.send:
-            sbuf = self.be.to_host(X[self.send_idx])        # gather on the device, then one copy
-            reqs += [comm.Isend(sbuf[o:o + c], peer, _TAG_FORWARD) for peer, o, c in plan.send]
-        else:
-            sbuf = None
+        # gather on the device, then one copy
+        sbuf = self.be.to_host(X[self.send_idx]) if plan.send else None
+        reqs = _post_exchange(self.A.team, self.A._comm, _TAG_FORWARD, xg, plan.recv, sbuf, plan.send)
         return xg, reqs, sbuf
 
     def matmat(self, X):
@@ -712,11 +739,10 @@ class _DeviceMatrices:
         return Y
 
     def _reverse(self, X):
-        plan, comm = self.A._plan, self.A._comm
+        plan = self.A._plan
         rbuf = np.empty((plan.send_idx.size, X.shape[1]))
-        reqs = [comm.Irecv(rbuf[o:o + c], peer, _TAG_REVERSE) for peer, o, c in plan.send]
         contrib = None
         if plan.recv:               # ghosts exist, so off_blk does too
             contrib = np.ascontiguousarray(self.be.to_host(self.off_blk.T @ X))
-            reqs += [comm.Isend(contrib[o:o + c], peer, _TAG_REVERSE) for peer, o, c in plan.recv]
+        reqs = _post_exchange(self.A.team, self.A._comm, _TAG_REVERSE, rbuf, plan.send, contrib, plan.recv)
         return rbuf, reqs, contrib

@@ -14,9 +14,9 @@ Inside ``with Execution(model, mode) as ex: program()`` every communication call
 The execution path travels with the program's own communication, as in the reference autotuner:
 before each collective a small allreduce (MAX) merges every rank's path times (total,
 computation, communication), before each point-to-point exchange the path goes ahead on its own
-tag, and before each PGAS halo exchange it is swapped with every neighbour (the exchange is one
-kernel from its start to its completion; a neighbour pair skips its messages when both ends are
-steady). Time between intercepted kernels (Python glue) is measured and charged as computation; the
+tag, and before each neighbourhood exchange (a PGAS halo update, the ghost rows of a sparse
+product) it is swapped with every neighbour (the exchange is one kernel from its start to its
+completion; a neighbour pair skips its messages when both ends are steady). Time between intercepted kernels (Python glue) is measured and charged as computation; the
 time of the internal allreduces and of input resets is excluded. The result of a run is its
 predicted critical-path time.
 
@@ -57,6 +57,9 @@ _COLLECTIVE = {"Barrier", "Bcast", "Ibcast", "Allreduce", "Allgather", "Allgathe
                "gather"}
 _SKIPPABLE = {"Barrier", "Bcast", "Ibcast", "Allreduce", "Allgather", "Allgatherv", "Alltoallv",
               "Alltoallw", "Reduce"}
+# neighbourhood exchanges, started as NAME and completed as NAME_wait: PGAS halo updates and the
+# ghost-row exchange of the distributed sparse matrix (solvers.sparse)
+_NEIGHBOURHOOD = {"Halo", "Ghosts"}
 
 
 class Abandoned(Exception):
@@ -208,9 +211,9 @@ class Execution:
         self._glue()
         if name == "Sendrecv":
             return self._on_sendrecv(team, nbytes, fn, args, kwargs)
-        if name == "Halo":
-            return self._on_halo_start(team, nbytes, fn, args[0])
-        if name == "Halo_wait":
+        if name in _NEIGHBOURHOOD:
+            return self._on_halo_start(team, name, nbytes, fn, args[0])
+        if name.endswith("_wait") and name[:-5] in _NEIGHBOURHOOD:
             return self._on_halo_wait(fn, args[0])
         k = ("comm", name, team.size, int(nbytes))
         if name not in _COLLECTIVE:
@@ -275,7 +278,7 @@ class Execution:
         self._last = time.perf_counter()
         return None
 
-    def _on_halo_start(self, team, nbytes, start, request_peers):
+    def _on_halo_start(self, team, name, nbytes, start, request_peers):
         """A halo exchange (pgas): messages with several neighbours, started now, completed by
         :meth:`_on_halo_wait`. The path is swapped with every neighbour first, with this rank's
         steadiness; an exchange with a neighbour is skipped when both ends are steady (each pair
@@ -283,7 +286,7 @@ class Execution:
         when every exchange of this rank is skipped. Key: neighbours, messages and bytes (a rank
         at a non-periodic edge has fewer and takes a different time)."""
         peers = sorted(set(request_peers))
-        k = ("comm", "Halo", len(peers), len(request_peers) // 2, int(nbytes))
+        k = ("comm", name, len(peers), len(request_peers) // 2, int(nbytes))
         mine = self._steady(k)
         out = np.array([*self.path, 1.0 if mine else 0.0])
         ins = [np.empty(6) for _ in peers]

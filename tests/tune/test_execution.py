@@ -251,3 +251,88 @@ def test_halo_neighbours_skip_only_what_both_consider_steady(team):
     assert ex.result.counts["Halo"] == ([0, 1] if team.rank in steady and
                                         {left, right} <= steady else [1, 0])
     a.free()
+
+
+def _coupled_matrix(n, symmetric):
+    """Tridiagonal-like couplings plus one long-range entry, so that every rank has neighbours;
+    without ``symmetric`` only the upper diagonal and the corner: ranks need rows from others that
+    need nothing back (asymmetric neighbour lists)."""
+    import scipy.sparse as sp
+    A = sp.diags([4.0, -1.0], [0, 1], shape=(n, n), format="lil")
+    A[n - 1, 0] = -0.5
+    A = A.tocsr()
+    return (A + A.T).tocsr() if symmetric else A
+
+
+def _spmm_program(A, X, steps=STEPS):
+    Y = None
+    for _ in range(steps):
+        compute("work", (1,), time.sleep, T_WORK)
+        Y = A @ X
+    return Y
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("half", [False, True], ids=["full-storage-asymmetric", "half-storage"])
+def test_sparse_ghost_exchanges_are_kernels_that_selective_runs_skip(team, half):
+    """The ghost-row exchange of a distributed sparse product is one neighbourhood kernel (two
+    with half storage: forward and reverse): a profile run executes and times every one and the
+    product is exact; a selective run skips steady ones, never hangs (also when one rank needs rows
+    from a neighbour that needs nothing back), leaves no uninitialised values in the result, and
+    predicts the full run."""
+    from hpcsuite.solvers import DistCSR
+    n, k = 9 * team.size + 2, 3
+    S = _coupled_matrix(n, symmetric=half)
+    A = DistCSR.from_scipy(S, symmetric_half=half)
+    X_all = np.random.default_rng(7).random((n, k))
+    X = X_all[A.row_start:A.row_stop].copy()
+    model = Model(tolerance=0.9, confidence=0.5, min_samples=3)
+    with Execution(model, "profile") as prof:
+        Y = _spmm_program(A, X)
+    np.testing.assert_allclose(Y, (S @ X_all)[A.row_start:A.row_stop], rtol=1e-14)
+    with Execution(model, "selective") as sel:
+        Y = _spmm_program(A, X)
+    assert np.isfinite(Y).all()
+    full = sorted(run_full(lambda: _spmm_program(A, X)) for _ in range(3))[1]     # median of 3
+    per_product = 2 if half else 1
+    if team.size > 1:
+        assert prof.result.counts["Ghosts"] == [per_product * STEPS, 0]
+        executed, skipped = sel.result.counts["Ghosts"]
+        assert executed + skipped == per_product * STEPS and skipped > 0
+    else:
+        assert "Ghosts" not in prof.result.counts
+    assert sel.result.predicted == pytest.approx(full, rel=0.3 if team.size <= 2 else 0.6)
+    assert team.allgather(sel.result.predicted) == [sel.result.predicted] * team.size
+
+
+@pytest.mark.mpi
+def test_sparse_ghost_rows_skipped_by_the_tuner_are_zeros(team):
+    """Ranks 0 and 1 know their ghost-exchange kernel, the others do not: only the rows that 0
+    and 1 exchange with each other are left out (they count as zeros, never as stale memory),
+    every other neighbour's rows arrive."""
+    if team.size == 1:
+        pytest.skip("needs neighbours")
+    from hpcsuite.runtime import block_range
+    from hpcsuite.solvers import DistCSR
+    n, k = 5 * team.size + 1, 2
+    S = _coupled_matrix(n, symmetric=False)
+    A = DistCSR.from_scipy(S)
+    plan = A._plan
+    peers = [p for p, _, _ in plan.recv] + [p for p, _, _ in plan.send]
+    nbytes = plan.ghosts.size * k * 8 + plan.send_idx.size * k * 8
+    key = ("comm", "Ghosts", len(set(peers)), len(peers) // 2, nbytes)
+    model = Model(tolerance=0.5, confidence=0.5, min_samples=2)
+    steady = {0, 1}
+    if team.rank in steady:
+        for t in (1e-5, 1e-5, 1e-5):
+            model.stats(key).add(t)
+    X_all = np.arange(1.0, n * k + 1).reshape(n, k)
+    with Execution(model, "selective"):
+        Y = A @ X_all[A.row_start:A.row_stop]
+    # the reference: rows owned by a neighbour whose exchange with this rank was skipped are zero
+    X_seen = X_all.copy()
+    if team.rank in steady:
+        for q in steady - {team.rank}:
+            lo, hi = block_range(n, team.size, q)
+            X_seen[lo:hi] = 0.0
+    np.testing.assert_allclose(Y, (S @ X_seen)[A.row_start:A.row_stop], rtol=1e-14)
