@@ -2,7 +2,8 @@
 # The one prepared GPU check: run on a machine with an NVIDIA GPU (the `device` tool's machine, or
 # any CUDA node with CuPy), from the repository root. It
 #   1. makes the suite importable (carried wheels in .whl/, made here by bench/gpu_wheels.sh),
-#   2. runs the GPU tests (CuPy arrays, kernels, solvers, LES) at 1 and 2 ranks,
+#   2. runs the GPU tests (device, CuPy arrays, kernels, sparse SpMM + LOBPCG, stencil, LES) at 1
+#      and 2 ranks,
 #   3. runs bench/gpu_bench.py (GPU against all CPU cores of the same machine),
 #   4. runs the GPU decks (heat3d, eigen) end to end,
 # and writes everything to $OUT/gpu_check.log (+ gpu_bench.jsonl). Budget: about 8 minutes.
@@ -39,13 +40,13 @@ PY
 mpiexec=$(command -v mpiexec || true)
 
 step "GPU tests, 1 rank"
-gpu_tests=(tests/pgas/test_gpu.py tests/accel tests/solvers)
+gpu_tests=(tests/runtime/test_device_timers_log.py tests/pgas/test_gpu.py tests/accel tests/solvers)
 [ -d tests/les ] && gpu_tests+=(tests/les)
-timeout 240 "$py" -m pytest -q -x -p no:cacheprovider -k "gpu or cupy or cuda" "${gpu_tests[@]}"
+timeout 240 "$py" -m pytest -q -p no:cacheprovider --with-mpi -k "gpu or cupy or cuda" "${gpu_tests[@]}"
 echo "rc=$?"
 if [ -n "$mpiexec" ]; then
   step "GPU tests, 2 ranks (MPI)"
-  timeout 180 "$mpiexec" -n 2 "$py" -m pytest -q -x -p no:cacheprovider --with-mpi -m mpi -k "gpu or cupy or cuda" \
+  timeout 180 "$mpiexec" -n 2 "$py" -m pytest -q -p no:cacheprovider --with-mpi -m mpi -k "gpu or cupy or cuda" \
     "${gpu_tests[@]}"
   echo "rc=$?"
 fi

@@ -7,7 +7,6 @@ hand-written version is what codes usually do: per axis and direction, pack a fa
 ``np.ascontiguousarray``, ``Sendrecv`` it, unpack into the ghost layer. Goal: >= 0.8x its speed.
 """
 import numpy as np
-from mpi4py import MPI
 
 from common import COMM, Table, timeit
 from hpcsuite import pgas

@@ -14,7 +14,7 @@ import warnings
 
 import numpy as np
 
-from common import COMM, Table, timeit
+from common import Table, timeit
 
 warnings.filterwarnings("ignore")
 import heat as ht  # noqa: E402

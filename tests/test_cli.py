@@ -1,7 +1,6 @@
 """The command line: help, info (compared with the libraries themselves), and bad input at 1 and 4
 ranks (exit code 2, one line, printed once)."""
 import json
-import sys
 
 import pytest
 

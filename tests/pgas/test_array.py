@@ -128,7 +128,7 @@ def test_free_is_collective_leaks_nothing_and_blocks_reuse(team):
         arrays[0][0, 0]
     with pytest.raises(RuntimeError, match="freed"):
         arrays[0].local
-    with pgas.zeros(5) as tmp:
+    with pgas.zeros(5):
         assert pgas.live_segments() == before + 1
     assert pgas.live_segments() == before
 

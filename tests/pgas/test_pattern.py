@@ -8,7 +8,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hpcsuite import pgas
 from hpcsuite.pgas import BLOCKCYCLIC, BLOCKED, CYCLIC, NONE, TILE, Pattern
 
 from reference import owner_table

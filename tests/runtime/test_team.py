@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from mpi4py import MPI
 
-from hpcsuite.runtime import Team, block_owner, block_range, grid_shape
+from hpcsuite.runtime import block_owner, block_range, grid_shape
 
 
 @pytest.mark.mpi
