@@ -4,7 +4,8 @@
 #   1. makes the suite importable (carried wheels in .whl/, made here by bench/gpu_wheels.sh),
 #   2. runs the GPU tests (device, CuPy arrays, kernels, sparse SpMM + LOBPCG, stencil, LES) at 1
 #      and 2 ranks,
-#   3. runs bench/gpu_bench.py (GPU against all CPU cores of the same machine),
+#   3. runs bench/gpu_bench.py (GPU against all CPU cores of the same machine), and the LES on
+#      one MPI rank per CPU core (the CPU-node reference for the LES rows),
 #   4. runs the GPU decks (heat3d, eigen) end to end,
 # and writes everything to $OUT/gpu_check.log (+ gpu_bench.jsonl). Budget: about 8 minutes.
 #
@@ -54,6 +55,16 @@ fi
 step "benchmark: GPU against the CPU cores of this machine"
 timeout 240 "$py" bench/gpu_bench.py --json "$OUT/gpu_bench.jsonl"
 echo "rc=$?"
+
+if [ -n "$mpiexec" ]; then
+  # "one full CPU node" for the LES: one MPI rank per core (the GPU rows above are one process)
+  step "LES on every CPU core as MPI ranks (the CPU-node reference for the LES GPU rows)"
+  np=$(nproc)
+  timeout 100 "$mpiexec" -n "$np" "$py" bench/les_step.py --shape 64 64 80 --steps 3 --schemes 2nd
+  echo "rc=$?"
+  timeout 150 "$mpiexec" -n "$np" "$py" bench/les_step.py --shape 512 512 128 --steps 2 --schemes 2nd
+  echo "rc=$?"
+fi
 
 step "GPU decks end to end"
 for d in inputs/heat3d_gpu.toml inputs/eigen_laplacian_gpu.toml; do

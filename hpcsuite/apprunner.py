@@ -66,36 +66,55 @@ class AppContext:
     extra: dict = field(default_factory=dict)
 
 
-def _validate_local(path: str, team: Team):
-    raw = dk.load(path, team)
-    name = dk.app_name(raw, path, known_apps())
-    app = load_app(name)
-    deck = dk.parse(raw, app.SCHEMA, path)
-    if hasattr(app, "check"):
-        app.check(deck, team)
+def _validate_local(path: str, team: Team, overrides: tuple = ()):
+    raw = dk.apply_overrides(dk.load(path, team), overrides, path)
+    try:
+        name = dk.app_name(raw, path, known_apps())
+        app = load_app(name)
+        deck = dk.parse(raw, app.SCHEMA, path)
+        if hasattr(app, "check"):
+            app.check(deck, team)
+    except dk.DeckError as exc:
+        raise dk.DeckError(_blame_override(str(exc), overrides)) from None
     return app, deck
 
 
-def validate(path: str, team: Team | None = None):
-    """Read, parse and check the deck at ``path``; return ``(app_module, deck)``. Collective.
+def _blame_override(msg: str, overrides) -> str:
+    """``msg`` plus which ``--set`` gave the value it complains about (the file did not)."""
+    for item in reversed(overrides):
+        table, _, key = item.partition("=")[0].strip().partition(".")
+        key = key.strip()
+        if any(s in msg for s in (f"[{table}] {key} ", f"[{table}] unknown key {key!r}",
+                                  f"unknown table [{table}]")):
+            return f"{msg} (from --set {item})"
+    return msg
+
+
+def validate(path: str, team: Team | None = None, overrides=()):
+    """Read, parse and check the deck at ``path``, with ``overrides`` (``"TABLE.KEY=VALUE"``
+    strings, as from ``--set``) applied first; return ``(app_module, deck)``. Collective.
 
     Raises the same :class:`InputError` on every rank when anything in the deck is wrong.
     """
     team = team or Team.world()
-    return agree(team, _validate_local, str(path), team)
+    return agree(team, _validate_local, str(path), team, tuple(overrides or ()))
 
 
 def run_deck(path: str, quiet: bool = False, team: Team | None = None, expect_app: str | None = None,
-             extra: dict | None = None) -> int:
-    """Validate the deck at ``path`` and run its application; return the exit code. Collective."""
+             extra: dict | None = None, overrides=()) -> int:
+    """Validate the deck at ``path`` (with ``overrides``, see :func:`validate`) and run its
+    application; return the exit code. Collective."""
     team = team or Team.world()
 
     def main():
-        app, deck = validate(path, team)
+        app, deck = validate(path, team, overrides)
         fit_threads(team)          # one BLAS/numba thread per core share, not per core per rank
         if expect_app is not None and app.NAME != expect_app:
             raise InputError(f"{path}: [app] name is {app.NAME!r}, but this is the {expect_app!r} program")
-        ctx = AppContext(team=team, log=Logger(app.NAME, team, quiet=quiet), quiet=quiet, extra=dict(extra or {}))
+        log = Logger(app.NAME, team, quiet=quiet)
+        if overrides:          # batch logs should say what ran, not only which file
+            log.info(f"deck {path} with --set {' '.join(overrides)}")
+        ctx = AppContext(team=team, log=log, quiet=quiet, extra=dict(extra or {}))
         return app.run(deck, ctx)
 
     return guarded(main, team)
@@ -107,8 +126,10 @@ def main_for_app(name: str, argv=None) -> int:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("deck", help="TOML input deck")
     p.add_argument("-q", "--quiet", action="store_true", help="print only errors and the final result")
+    p.add_argument("--set", action="append", default=[], metavar="TABLE.KEY=VALUE", dest="overrides",
+                   help="override a deck key (repeatable)")
     args = p.parse_args(argv)
-    return run_deck(args.deck, quiet=args.quiet, expect_app=name)
+    return run_deck(args.deck, quiet=args.quiet, expect_app=name, overrides=args.overrides)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -44,6 +44,13 @@ class _Parser(argparse.ArgumentParser):
         sys.exit(2)
 
 
+def _add_set_option(parser) -> None:
+    parser.add_argument("--set", action="append", default=[], metavar="TABLE.KEY=VALUE", dest="overrides",
+                        help="override a deck key without editing the file (repeatable; the value is "
+                        "read as TOML, else as a string: --set grid.nx=64 --set app.device=gpu); "
+                        "for sweeps and job arrays")
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="hpcsuite", description="hpcsuite: MPI-parallel scientific computing suite "
                 "(PGAS arrays, CPU/GPU solvers, autotuning, job-temporary storage, SLURM job scripts).",
@@ -56,6 +63,7 @@ def build_parser() -> argparse.ArgumentParser:
                        "run the application named by its [app] table. Under mpiexec/srun the "
                        "application runs on all ranks.",
                        epilog="examples:\n  mpiexec -n 4 hpcsuite run inputs/heat3d.toml\n"
+                              "  mpiexec -n 4 hpcsuite run inputs/heat3d.toml --set grid.nx=128 --set solver.depth=2\n"
                               "  hpcsuite run --template heat3d",
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     r.add_argument("deck", nargs="?", help="the TOML input deck")
@@ -64,6 +72,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--list", action="store_true", help="list the applications and exit")
     r.add_argument("--template", metavar="APP", help="print a deck for APP with all keys and defaults")
     r.add_argument("--check", action="store_true", help="validate the deck and exit without running")
+    _add_set_option(r)
 
     t = sub.add_parser("tune", help="autotune a distributed factorization from a deck",
                        description="Search the configuration space of a deck's [tune] target, predicting "
@@ -81,6 +90,7 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--compare-full", action="store_true",
                    help="also run every configuration fully, to check the predictions")
     t.add_argument("-q", "--quiet", action="store_true", help="only errors and the final result")
+    _add_set_option(t)
 
     j = sub.add_parser("jobscript", help="render a SLURM batch script for an app, or check one",
                        description="Render a validated sbatch script from the templates in jobscripts/ "
@@ -107,6 +117,7 @@ def build_parser() -> argparse.ArgumentParser:
     sb = sub.add_parser("submit", help="submit a batch script (sbatch --parsable, dependencies)",
                         description="Check a batch script and queue it; prints the job id.",
                         epilog="examples:\n  hpcsuite submit heat.sbatch inputs/heat3d.toml\n"
+                               "  hpcsuite submit heat.sbatch inputs/heat3d.toml --set grid.nx=256\n"
                                "  hpcsuite submit collect.sbatch --after-ok 1234",
                         formatter_class=argparse.RawDescriptionHelpFormatter)
     sb.add_argument("script")
@@ -116,6 +127,9 @@ def build_parser() -> argparse.ArgumentParser:
     sb.add_argument("--after-any", action="append", default=[], metavar="JOBID",
                     help="start after these jobs ended (repeatable)")
     sb.add_argument("--wait", action="store_true", help="wait for the job and exit with its code")
+    sb.add_argument("--set", action="append", default=[], metavar="TABLE.KEY=VALUE", dest="overrides",
+                    help="deck overrides, passed to the script after its arguments (repeatable; the "
+                    "templates hand them to 'hpcsuite run DECK --set ...')")
 
     from .staging.commands import add_parser as add_stage_parser
     add_stage_parser(sub)
@@ -163,11 +177,11 @@ def cmd_run(args) -> int:
         team = Team.world()
 
         def check_only():
-            app, deck = apprunner.validate(args.deck, team)
+            app, deck = apprunner.validate(args.deck, team, args.overrides)
             if team.rank == 0:
                 print(f"{args.deck}: OK ({app.NAME})")
         return guarded(check_only, team)
-    return apprunner.run_deck(args.deck, quiet=args.quiet)
+    return apprunner.run_deck(args.deck, quiet=args.quiet, overrides=args.overrides)
 
 
 def _fail(msg: str, code: int = 2) -> int:
@@ -199,7 +213,7 @@ def cmd_tune(args) -> int:
             return _fail(f"tune: --shard must be K/N with 0 <= K < N, got {args.shard!r}")
         shard = (k, n)
     from .apprunner import run_deck
-    return run_deck(args.deck, quiet=args.quiet, expect_app="tune",
+    return run_deck(args.deck, quiet=args.quiet, expect_app="tune", overrides=args.overrides,
                     extra={"json": args.json, "compare_full": args.compare_full, "shard": shard})
 
 
@@ -246,7 +260,8 @@ def cmd_submit(args) -> int:
     from .jobs import SubmitError, submit
     from .runtime import InputError
     try:
-        job, rc = submit(args.script, args.args, after_ok=args.after_ok, after_any=args.after_any,
+        script_args = list(args.args) + [x for o in args.overrides for x in ("--set", o)]
+        job, rc = submit(args.script, script_args, after_ok=args.after_ok, after_any=args.after_any,
                          wait=args.wait)
     except InputError as exc:
         return _fail(str(exc))

@@ -22,7 +22,7 @@ from typing import Any, Sequence
 
 from .runtime.errors import InputError
 
-__all__ = ["modified", "DeckError", "Deck", "Schema", "Int", "Float", "Str", "Bool", "Choice", "IntList",
+__all__ = ["modified", "apply_overrides", "DeckError", "Deck", "Schema", "Int", "Float", "Str", "Bool", "Choice", "IntList",
            "FloatList", "AnyList", "Modes", "load", "parse", "read_text"]
 
 _REQUIRED = object()
@@ -325,6 +325,41 @@ def load(path: str | Path, team=None) -> dict:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise DeckError(f"{path}: not valid TOML: {exc}") from None
+
+
+def _override_value(text: str):
+    """A ``--set`` value: a TOML value when it reads as one (``64``, ``1e-3``, ``true``,
+    ``[2, 1]``, ``"x"``), else the text itself as a string (``gpu``, ``runs/a``)."""
+    try:
+        return tomllib.loads(f"v = {text}")["v"]
+    except tomllib.TOMLDecodeError:
+        return text
+
+
+def apply_overrides(raw: dict, overrides: Sequence[str], path: str = "<deck>") -> dict:
+    """``raw`` (parsed TOML) with each ``"TABLE.KEY=VALUE"`` of ``overrides`` set, in order (later
+    ones win; tables made as needed). Local; the schema check comes after, as for the file.
+
+    Raises
+    ------
+    DeckError
+        For an override that is not of the form ``TABLE.KEY=VALUE``.
+
+    Examples
+    --------
+    >>> apply_overrides({"grid": {"nx": 8}}, ["grid.nx=64", "app.device=gpu"])
+    {'grid': {'nx': 64}, 'app': {'device': 'gpu'}}
+    """
+    for item in overrides:
+        name, eq, value = item.partition("=")
+        table, dot, key = name.strip().partition(".")
+        if not (eq and dot and table and key and value.strip()):
+            raise DeckError(f"{path}: --set {item!r}: expected TABLE.KEY=VALUE, e.g. --set grid.nx=64")
+        slot = raw.setdefault(table, {})
+        if not isinstance(slot, dict):
+            raise DeckError(f"{path}: --set {item!r}: {table} is not a table in this deck")
+        slot[key.strip()] = _override_value(value.strip())
+    return raw
 
 
 def app_name(raw: dict, path: str, known: Sequence[str]) -> str:

@@ -2,6 +2,7 @@
 ranks (exit code 2, one line, printed once)."""
 import json
 
+import h5py
 import pytest
 
 from helpers import HPCSUITE
@@ -104,6 +105,27 @@ def test_bad_input_exit_2_one_line_once(run, tmp_path, nranks):
         assert msg in lines[0], (name, lines[0])
         assert lines[0].startswith("hpcsuite: error: ")
         assert p.stdout == "", (name, p.stdout)
+
+
+def test_set_overrides_deck_keys_and_is_blamed_for_bad_values(run, tmp_path):
+    """``--set TABLE.KEY=VALUE`` changes the run without editing the deck (sweeps, job arrays);
+    a bad value is one line on every rank that says which --set gave it, before any computation."""
+    deck = tmp_path / "good.toml"
+    deck.write_text(GOOD)
+    out = tmp_path / "o" / "u.h5"
+    p = run([HPCSUITE, "run", deck, "--set", "time.t_end=0.0005", "--set", f"output.file={out}",
+             "--set", "grid.nx=10"], nranks=2, timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.count("error at t = 0.0005") == 1 and p.stdout.count("with --set time.t_end=0.0005") == 1
+    with h5py.File(out, "r") as f:
+        assert f["u"].shape[0] == 10
+    for sets, msg in ((["grid.nx=-3"], "[grid] nx must be a positive integer, got -3 (from --set grid.nx=-3)"),
+                      (["grid.nxx=3"], "[grid] unknown key 'nxx'; did you mean 'nx'? (from --set grid.nxx=3)"),
+                      (["grid.nx=8", "nx=3"], "--set 'nx=3': expected TABLE.KEY=VALUE")):
+        p = run([HPCSUITE, "run", deck, *[x for s in sets for x in ("--set", s)]], nranks=2, timeout=60)
+        assert p.returncode == 2 and p.stdout == "", (sets, p.stderr)
+        lines = p.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith(f"hpcsuite: error: {deck}: {msg}"), (sets, p.stderr)
 
 
 def test_more_ranks_than_cells(run, tmp_path):

@@ -68,3 +68,22 @@ def test_describe_lists_every_key():
     text = SCHEMA.describe()
     for key in ("[grid]", "nx = (required)", "lx = 1.0", "on = true", 'scheme = "a"'):
         assert key in text
+
+
+def test_overrides_read_values_as_toml_else_as_strings():
+    raw = {"app": {"name": "t"}, "grid": {"nx": 4}}
+    out = dk.apply_overrides(raw, ["grid.nx=64", "grid.dims=[2, 1]", "time.safety=5e-1", "time.on=false",
+                                   "time.scheme=b", "grid.nx = 32", 'app.name="t"'], "x.toml")
+    assert out == {"app": {"name": "t"}, "grid": {"nx": 32, "dims": [2, 1]},
+                   "time": {"safety": 0.5, "on": False, "scheme": "b"}}       # later ones win
+    d = dk.parse(out, SCHEMA, "x.toml")
+    assert d.grid.nx == 32 and d.grid.dims == [2, 1] and d.time.on is False and d.time.scheme == "b"
+
+
+@pytest.mark.parametrize("bad", ["grid.nx", "nx=3", ".nx=3", "grid.=3", "grid.nx=", "=3"])
+def test_malformed_overrides_name_the_form(bad):
+    with pytest.raises(dk.DeckError) as e:
+        dk.apply_overrides({"grid": {"nx": 4}}, [bad], "x.toml")
+    assert str(e.value) == f"x.toml: --set {bad!r}: expected TABLE.KEY=VALUE, e.g. --set grid.nx=64"
+    with pytest.raises(dk.DeckError, match=r"--set 'app.name=x': app is not a table"):
+        dk.apply_overrides({"app": 3}, ["app.name=x"], "x.toml")

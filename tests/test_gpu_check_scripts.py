@@ -1,0 +1,30 @@
+"""The prepared GPU check runs where it matters: on a lent GPU machine, in one short try. Its CPU
+side is checked here on every machine, so the try is not lost to a broken script: the benchmark's
+quick run (every row has a CPU time; without a GPU every GPU cell says so) and the CPU-node LES
+reference (MPI ranks) that bench/gpu_check.sh runs beside it."""
+import json
+import sys
+
+from helpers import ROOT, run_cmd
+
+from hpcsuite.runtime import gpu_status
+
+
+def test_gpu_bench_quick_run_writes_every_row(tmp_path):
+    out = tmp_path / "rows.jsonl"
+    p = run_cmd([sys.executable, ROOT / "bench/gpu_bench.py", "--quick", "--json", out], timeout=300)
+    assert p.returncode == 0, p.stderr
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [r["bench"].split()[0] for r in rows] == ["stencil7", "StencilSolver", "SpMM", "LOBPCG", "LES"]
+    assert all(r["cpu"] and r["cpu"] > 0 for r in rows), rows
+    if gpu_status()[0]:
+        assert all(r["gpu"] and r["gpu_over_cpu"] for r in rows), rows
+    else:
+        assert all(r["gpu"] is None for r in rows) and p.stdout.count("no GPU") == len(rows)
+
+
+def test_les_step_on_mpi_ranks_as_the_cpu_node_reference():
+    p = run_cmd([sys.executable, ROOT / "bench/les_step.py", "--shape", "16", "12", "16", "--steps", "1",
+                 "--schemes", "2nd"], nranks=2, timeout=300)
+    assert p.returncode == 0, p.stderr
+    assert "LES step" in p.stdout and "(2 ranks" in p.stdout, p.stdout
