@@ -115,7 +115,7 @@ def main() -> int:
                 f.write(json.dumps(dict(zip(("bench", "unit", "cpu", "gpu", "gpu_over_cpu"),
                                             (name, unit, cpu, gpu, ratio)))) + "\n")
         print(f"{name:40s} {unit:12s} cpu {cpu if cpu is None else f'{cpu:.4g}':>10} "
-              f"gpu {gpu if gpu is not None else ('n/a' if ok else 'no GPU'):>10} "
+              f"gpu {f'{gpu:.4g}' if gpu is not None else ('n/a' if ok else 'no GPU'):>10} "
               f"{'' if ratio is None else f'GPU {ratio:.1f}x'}", flush=True)
 
     def both(fn, *a):

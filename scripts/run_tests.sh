@@ -31,6 +31,23 @@ rc=$?
 if [ $rc -eq 0 ] || [ $rc -eq 5 ]; then summary+=("serial: passed ($((SECONDS - t0)) s)")
 else summary+=("serial: FAILED (exit $rc)"); status=1; fi
 
+# The GPU code paths once more on the CuPy stand-in (tests/fakegpu: NumPy behind CuPy's rules on
+# host/device copies, CUDA kernels run through g++; not a GPU), at 1 and 2 ranks: a lent GPU's short
+# time is then not lost to a host/device mix-up. Only for the whole suite.
+if [ "${paths[*]}" = "tests" ]; then
+  echo "=== GPU code paths on the CuPy stand-in ==="
+  t0=$SECONDS
+  gpu_tests=(tests/test_fake_gpu.py tests/test_gpu_check_scripts.py tests/runtime/test_device_timers_log.py tests/pgas/test_gpu.py tests/accel
+             tests/solvers tests/les)
+  select=(-p no:cacheprovider -q --with-mpi -k "gpu or cupy or cuda or fake or stand_in")
+  PYTHONPATH="$root/tests/fakegpu" timeout --kill-after=30 600 "$py" -m pytest "${select[@]}" "${gpu_tests[@]}" \
+    && PYTHONPATH="$root/tests/fakegpu" timeout --kill-after=30 600 "$mpiexec" -n 2 \
+         "$root/scripts/rank_output.sh" "$logs/fakegpu" "$py" -m pytest "${select[@]}" -m mpi "${gpu_tests[@]}"
+  rc=$?
+  if [ $rc -eq 0 ]; then summary+=("GPU paths on the CuPy stand-in, 1 and 2 ranks: passed ($((SECONDS - t0)) s)")
+  else summary+=("GPU paths on the CuPy stand-in: FAILED (exit $rc)"); status=1; fi
+fi
+
 for n in $ranks; do
   echo "=== MPI tests at $n rank(s) ==="
   t0=$SECONDS

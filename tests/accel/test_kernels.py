@@ -2,10 +2,8 @@
 array-API path (bit for bit: same operations, same order), the strict array-API backend, argument
 checks, the numba disk cache, and the CUDA kernels: compiled with nvcc and run through an emulated
 launch on the CPU (g++) when those tools exist, on a real GPU when one is usable."""
-import ctypes
 import itertools
 import json
-import re
 import shutil
 import subprocess
 import sys
@@ -13,6 +11,7 @@ import sys
 import numpy as np
 import pytest
 
+from cuda_emulation import compile_for_cpu, parse_kernels
 from hpcsuite.accel import get_backend, kernels
 from hpcsuite.accel.kernels import stencil7, stencil27
 from hpcsuite.runtime import gpu_status
@@ -164,16 +163,10 @@ def test_numba_kernels_are_cached_on_disk(tmp_path):
 
 
 # ---------------------------------------------------------------------- CUDA kernels
-KERNEL_SIG = re.compile(r'extern "C" __global__ void (\w+)\((.*?)\)\s*\{', re.S)
-
-
 def cuda_kernels(ctype="double"):
     """``{name: [(type, param), ...]}`` parsed from the CUDA source."""
     src = kernels.CUDA_SOURCE.replace("real_t", ctype)
-    out = {}
-    for name, params in KERNEL_SIG.findall(src):
-        out[name] = [tuple(p.strip().rsplit(None, 1)) for p in params.split(",")]
-    return src, out
+    return src, parse_kernels(src)
 
 
 def test_cuda_source_declares_both_kernels():
@@ -196,69 +189,12 @@ def test_cuda_source_compiles_without_fused_multiply_add(tmp_path, ctype):
     assert "fma." not in ptx
 
 
-class EmulatedKernel:
-    """A CUDA kernel compiled for the CPU, launched like ``cupy.RawKernel``: ``k(grid, block, args)``.
-
-    Every block and thread of the grid runs in turn; each argument is checked against the kernel's
-    parameter type the way CUDA would read it (array dtype, exact scalar width).
-    """
-
-    SCALARS = {"double": np.float64, "float": np.float32, "long long": np.int64, "int": np.int32}
-
-    def __init__(self, lib, name, params):
-        self.fn, self.params = getattr(lib, f"launch_{name}"), params
-
-    def __call__(self, grid, block, args):
-        assert len(args) == len(self.params)
-        cargs = [ctypes.c_uint(int(x)) for x in (*grid, *block)]
-        for (ptype, pname), a in zip(self.params, args):
-            base = ptype.replace("const", "").replace("__restrict__", "").strip()
-            if base.endswith("*"):
-                assert isinstance(a, np.ndarray) and a.flags.c_contiguous, pname
-                assert a.dtype == self.SCALARS[base.rstrip("*").strip()], (pname, a.dtype)
-                cargs.append(ctypes.c_void_p(a.ctypes.data))
-            else:
-                want = self.SCALARS[base]
-                assert type(a) is want, (pname, type(a), want)
-                cargs.append(np.ctypeslib.as_ctypes_type(want)(a))
-        self.fn(*cargs)
-
-
-HARNESS = """
-struct Dim3 { unsigned x, y, z; };
-static Dim3 blockIdx, threadIdx, blockDim;
-#define __global__
-%(source)s
-template <typename F> static void grid_loop(unsigned gx, unsigned gy, unsigned gz,
-                                            unsigned bx, unsigned by, unsigned bz, F body) {
-    blockDim = Dim3{bx, by, bz};
-    for (unsigned z = 0; z < gz; ++z) for (unsigned y = 0; y < gy; ++y) for (unsigned x = 0; x < gx; ++x)
-        for (unsigned tz = 0; tz < bz; ++tz) for (unsigned ty = 0; ty < by; ++ty) for (unsigned tx = 0; tx < bx; ++tx) {
-            blockIdx = Dim3{x, y, z}; threadIdx = Dim3{tx, ty, tz}; body(); }
-}
-%(wrappers)s
-"""
-
-
 @pytest.fixture(scope="module")
 def emulated(tmp_path_factory):
     if shutil.which("g++") is None:
         pytest.skip("g++ not installed")
-    src, ks = cuda_kernels("double")
-    wrappers = []
-    for name, params in ks.items():
-        decl = ", ".join(f"{t} {p}" for t, p in params)
-        call = ", ".join(p for _, p in params)
-        wrappers.append(f'extern "C" void launch_{name}(unsigned gx, unsigned gy, unsigned gz, unsigned bx, '
-                        f'unsigned by, unsigned bz, {decl}) {{ grid_loop(gx, gy, gz, bx, by, bz, [&] {{ '
-                        f'{name}({call}); }}); }}')
-    d = tmp_path_factory.mktemp("cuda_emulation")
-    (d / "k.cpp").write_text(HARNESS % {"source": src, "wrappers": "\n".join(wrappers)})
-    p = subprocess.run(["g++", "-std=c++17", "-O1", "-ffp-contract=off", "-shared", "-fPIC", "-o",
-                        str(d / "k.so"), str(d / "k.cpp")], capture_output=True, text=True, timeout=120)
-    assert p.returncode == 0, p.stderr
-    lib = ctypes.CDLL(str(d / "k.so"))
-    return {name: EmulatedKernel(lib, name, params) for name, params in ks.items()}
+    src, _ = cuda_kernels("double")
+    return compile_for_cpu(src, tmp_path_factory.mktemp("cuda_emulation"))
 
 
 @pytest.mark.parametrize("kind", ["7", "27"])

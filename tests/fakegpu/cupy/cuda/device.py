@@ -1,0 +1,2 @@
+"""``cupy.cuda.device`` of the stand-in."""
+from . import Device  # noqa: F401

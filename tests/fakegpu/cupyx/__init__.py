@@ -1,0 +1,1 @@
+"""The stand-in's ``cupyx`` (only ``cupyx.scipy.sparse``)."""
