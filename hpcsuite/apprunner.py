@@ -113,7 +113,7 @@ def run_deck(path: str, quiet: bool = False, team: Team | None = None, expect_ap
             raise InputError(f"{path}: [app] name is {app.NAME!r}, but this is the {expect_app!r} program")
         log = Logger(app.NAME, team, quiet=quiet)
         if overrides:          # batch logs should say what ran, not only which file
-            log.info(f"deck {path} with --set {' '.join(overrides)}")
+            log.info(f"deck {path} with {' '.join('--set ' + o for o in overrides)}")
         ctx = AppContext(team=team, log=log, quiet=quiet, extra=dict(extra or {}))
         return app.run(deck, ctx)
 

@@ -55,6 +55,18 @@ def test_search_with_full_comparison(tmp_path, nranks):
     assert measured[json.dumps(res["best_config"], sort_keys=True)] <= 1.5 * fastest
 
 
+def test_oversubscribed_ranks_are_warned_once_and_deck_overrides_apply(tmp_path):
+    """With more ranks than cores (forced here) kernel times include waiting for a core: the user is
+    told once; ``--set`` changes the space without editing the deck."""
+    deck, report = write(tmp_path)
+    for polite, warned in (("1", 1), ("0", 0)):
+        p = run_cmd([HPCSUITE, "tune", deck, "--set", "space.block=[16]"], nranks=2, timeout=120,
+                    env=dict(ENV, HPCSUITE_POLITE_WAIT=polite))
+        assert p.returncode == 0, p.stdout + p.stderr
+        assert p.stderr.count("more ranks than cores") == warned, p.stderr
+        assert [r["config"]["block"] for r in json.loads(report.read_text())["results"]] == [16, 16]
+
+
 def test_shards_and_collect(tmp_path):
     deck, _ = write(tmp_path)
     reports = []
