@@ -40,11 +40,15 @@ if [ "${paths[*]}" = "tests" ]; then
   gpu_tests=(tests/test_fake_gpu.py tests/test_gpu_check_scripts.py tests/runtime/test_device_timers_log.py tests/pgas/test_gpu.py tests/accel
              tests/solvers tests/les)
   select=(-p no:cacheprovider -q --with-mpi -k "gpu or cupy or cuda or fake or stand_in")
+  # 1 rank (serial and MPI tests), 2 ranks, and 3 ranks with a CUDA-aware MPI emulated (device
+  # buffers handed to MPI as they are)
   PYTHONPATH="$root/tests/fakegpu" timeout --kill-after=30 600 "$py" -m pytest "${select[@]}" "${gpu_tests[@]}" \
     && PYTHONPATH="$root/tests/fakegpu" timeout --kill-after=30 600 "$mpiexec" -n 2 \
-         "$root/scripts/rank_output.sh" "$logs/fakegpu" "$py" -m pytest "${select[@]}" -m mpi "${gpu_tests[@]}"
+         "$root/scripts/rank_output.sh" "$logs/fakegpu2" "$py" -m pytest "${select[@]}" -m mpi "${gpu_tests[@]}" \
+    && HPCSUITE_GPU_AWARE_MPI=1 PYTHONPATH="$root/tests/fakegpu" timeout --kill-after=30 600 "$mpiexec" -n 3 \
+         "$root/scripts/rank_output.sh" "$logs/fakegpu3" "$py" -m pytest "${select[@]}" -m mpi "${gpu_tests[@]}"
   rc=$?
-  if [ $rc -eq 0 ]; then summary+=("GPU paths on the CuPy stand-in, 1 and 2 ranks: passed ($((SECONDS - t0)) s)")
+  if [ $rc -eq 0 ]; then summary+=("GPU paths on the CuPy stand-in, 1, 2 and 3 ranks (3: CUDA-aware MPI): passed ($((SECONDS - t0)) s)")
   else summary+=("GPU paths on the CuPy stand-in: FAILED (exit $rc)"); status=1; fi
 fi
 

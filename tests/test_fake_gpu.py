@@ -70,3 +70,53 @@ def test_stencil_solver_and_lobpcg_copy_only_scalars_and_small_matrices_per_step
     assert res.converged
     per_iteration = [b for _, b in moved if b >= 8 * 512]
     assert len(per_iteration) <= 2, (len(per_iteration), res.iterations)      # start block, result
+
+
+@pytest.mark.mpi
+def test_halo_faces_stay_on_the_device_exactly_when_mpi_is_gpu_aware(team):
+    """A CUDA-aware MPI (here: the stand-in's memory handed to MPI, HPCSUITE_GPU_AWARE_MPI=1) gets
+    the packed faces as device buffers: a halo update copies nothing to or from the host. Without
+    one, every face crosses twice (out through the host, back onto the device). The ghosts are right
+    either way."""
+    from hpcsuite import pgas
+    from hpcsuite.runtime import gpu_aware_mpi
+    n = 6 * team.size
+    ref = np.arange(n * 5, dtype=float).reshape(n, 5)
+    a = pgas.from_numpy(ref, dist=(pgas.BLOCKED, pgas.NONE), root=None, halo=1, boundary="periodic", device="gpu")
+    moved = _moved_during(a.halo.update)
+    padded = a.local_with_halo.get()
+    sl = a.local_slices[0]
+    assert np.array_equal(padded[0, 1:-1], ref[(sl.start - 1) % n])
+    assert np.array_equal(padded[-1, 1:-1], ref[sl.stop % n])
+    faces = 0 if team.size == 1 else 2
+    if gpu_aware_mpi():
+        assert moved == [], moved
+    else:
+        assert sorted(d for d, _ in moved) == ["to_device"] * faces + ["to_host"] * faces, moved
+    a.free()
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("half", [False, True], ids=["full", "half"])
+def test_sparse_ghost_rows_stay_on_the_device_exactly_when_mpi_is_gpu_aware(team, half):
+    import scipy.sparse as sp
+
+    from hpcsuite.runtime import gpu_aware_mpi
+    from hpcsuite.solvers import DistCSR
+    n = 7 * team.size + 3
+    M = (sp.diags([4.0, -1.0, -1.0], [0, 1, -1], shape=(n, n)) + sp.coo_matrix(([0.5, 0.5], ([0, n - 1], [n - 1, 0])),
+                                                                               shape=(n, n))).tocsr()
+    A = DistCSR.from_scipy(M, root=None, symmetric=True, symmetric_half=half, backend="gpu")
+    X = np.random.default_rng(2).random((n, 3))
+    Xd = cupy.asarray(X[A.row_start:A.row_stop])
+    Y = None
+
+    def product():
+        nonlocal Y
+        Y = A @ Xd
+    moved = _moved_during(product)
+    np.testing.assert_allclose(Y.get(), (M @ X)[A.row_start:A.row_stop], rtol=1e-13)
+    if gpu_aware_mpi() or team.size == 1:
+        assert moved == [], moved
+    else:
+        assert moved and all(b <= 8 * 3 * 2 for _, b in moved), moved     # a ghost row or two each way

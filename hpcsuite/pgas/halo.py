@@ -8,7 +8,9 @@ persistent requests, so :meth:`Halo.update_async` overlaps the whole exchange wi
 Boundaries per dimension: ``"periodic"`` (wrap around), ``"none"`` (ghosts at the global edge are
 left as they are) or a number (ghosts at the global edge are set to that value).
 
-GPU arrays (no CUDA-aware MPI assumed) stage the packed send and receive buffers through host memory.
+GPU arrays pack and unpack on the device. With a CUDA-aware MPI (``runtime.gpu_aware_mpi``) the
+packed buffers stay on the device and go to MPI as they are; otherwise they are staged through host
+memory (one device-to-host copy per face sent, one host-to-device copy per face received).
 """
 from __future__ import annotations
 
@@ -20,6 +22,7 @@ import numpy as np
 from mpi4py import MPI
 
 from ..runtime.comm_hooks import observed
+from ..runtime.device import gpu_aware_mpi
 from ..runtime.waiting import waitall
 
 __all__ = ["HaloSpec", "Halo"]
@@ -76,6 +79,12 @@ class Halo:
             dirs = [o for o in dirs if sum(1 for x in o if x) == 1]
         dirs = [o for o in dirs if all(w[d] > 0 for d in range(nd) if o[d])]
         tag_of = {o: i for i, o in enumerate(itertools.product((-1, 0, 1), repeat=nd))}
+        # where packed faces live: on the device when MPI reads device memory, else on the host
+        self._on_device = array.device.is_gpu and gpu_aware_mpi()
+        xp = array.device.xp if self._on_device else np
+
+        def new_buffer(shape, dtype):
+            return xp.empty(shape, dtype=dtype)
         self._fills, self._self_copies, self._exchanges = [], [], []
         sends, recvs = [], []
         for o in dirs:
@@ -108,8 +117,7 @@ class Halo:
                 self._self_copies.append((opposite, ghost))
                 continue
             shape = tuple(sl.stop - sl.start for sl in inner)
-            sbuf = np.empty(shape, dtype=array.dtype)
-            rbuf = np.empty(shape, dtype=array.dtype)
+            sbuf, rbuf = new_buffer(shape, array.dtype), new_buffer(shape, array.dtype)
             self._exchanges.append((inner, ghost, sbuf, rbuf, peer))
             sends.append(team.comm.Send_init(sbuf, peer, tag=tag_of[o]))
             recvs.append(team.comm.Recv_init(rbuf, peer, tag=tag_of[tuple(-x for x in o)]))
@@ -134,9 +142,12 @@ class Halo:
         if self._active:
             raise RuntimeError("a halo update of this array is already in flight; wait() for it first")
         u = self.array.local_with_halo
-        to_host = self.array.device.to_host
+        dev = self.array.device
+        stage = dev.is_gpu and not self._on_device
         for inner, _, sbuf, _, _ in self._exchanges:
-            sbuf[...] = to_host(u[inner]) if self.array.device.is_gpu else u[inner]
+            sbuf[...] = dev.to_host(u[inner]) if stage else u[inner]
+        if self._on_device and self._exchanges:
+            dev.synchronize()                    # the packing kernels are done before MPI reads
         self._active = True
         if self._requests:
             # one communication kernel for the tuner (hpcsuite.tune): a neighbourhood exchange,
@@ -167,7 +178,7 @@ class Halo:
         xp = self.array.device.xp
         for i, (_, ghost, _, rbuf, _) in enumerate(self._exchanges):
             if self._received is None or i in self._received:
-                u[ghost] = xp.asarray(rbuf) if self.array.device.is_gpu else rbuf
+                u[ghost] = xp.asarray(rbuf) if self.array.device.is_gpu and not self._on_device else rbuf
         for region, value in self._fills:
             u[region] = value
         self._active = False

@@ -5,7 +5,7 @@ Nothing in here imports the layers above it. See ``ARCHITECTURE`` in the README 
 from .checkpoint import EXIT_CHECKPOINTED, CheckpointRequest
 from .comm_hooks import intercept, observed
 from .compute_hooks import compute, intercept_compute, kernel
-from .device import DEVICES, Device, get_device, gpu_status
+from .device import DEVICES, Device, get_device, gpu_aware_mpi, gpu_status
 from .errors import (EXIT_FAILURE, EXIT_INPUT, EXIT_OK, HpcsuiteError, InputError, agree, guarded,
                      install_abort_hook)
 from .log import Logger, Progress
@@ -14,7 +14,7 @@ from .timers import Timers, measure, median
 
 __all__ = [
     "Team", "ProcessGrid", "block_range", "block_owner", "grid_shape",
-    "Device", "DEVICES", "get_device", "gpu_status",
+    "Device", "DEVICES", "get_device", "gpu_status", "gpu_aware_mpi",
     "HpcsuiteError", "InputError", "agree", "guarded", "install_abort_hook",
     "EXIT_OK", "EXIT_FAILURE", "EXIT_INPUT",
     "Logger", "Progress", "Timers", "measure", "median", "intercept", "observed",

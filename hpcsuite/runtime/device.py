@@ -15,6 +15,7 @@ array([0, 1, 2])
 from __future__ import annotations
 
 import functools
+import os
 from dataclasses import dataclass
 from types import ModuleType
 
@@ -22,7 +23,7 @@ import numpy as np
 
 from .errors import InputError
 
-__all__ = ["Device", "get_device", "gpu_status", "DEVICES"]
+__all__ = ["Device", "get_device", "gpu_status", "gpu_aware_mpi", "DEVICES"]
 
 DEVICES = ("cpu", "gpu")
 
@@ -42,6 +43,34 @@ def gpu_status() -> tuple[bool, str]:
     except Exception as exc:  # noqa: BLE001 - driver errors surface here
         return False, f"CuPy cannot use the GPU ({type(exc).__name__}: {exc})"
     return True, f"{n} CUDA device(s), device 0 is {name}"
+
+
+@functools.lru_cache(maxsize=None)
+def gpu_aware_mpi() -> bool:
+    """Whether the MPI library takes CUDA device buffers (CUDA-aware MPI). Local, cached.
+
+    ``$HPCSUITE_GPU_AWARE_MPI`` = ``1`` / ``0`` decides; otherwise the library is asked: MPICH's
+    ``MPIX_GPU_query_support(MPIX_GPU_SUPPORT_CUDA)``, else Open MPI's ``MPIX_Query_cuda_support()``
+    (looked up with ctypes: mpi4py wraps neither). Unknown means no: device data is then staged
+    through host buffers, which works with any MPI.
+    """
+    forced = os.environ.get("HPCSUITE_GPU_AWARE_MPI")
+    if forced in ("0", "1"):
+        return forced == "1"
+    try:
+        import ctypes
+
+        from mpi4py import MPI
+        lib = ctypes.CDLL(MPI.__file__)             # dlsym also searches the MPI library it links
+        query = getattr(lib, "MPIX_GPU_query_support", None)
+        if query is not None:
+            query.argtypes = [ctypes.c_int, ctypes.POINTER(ctypes.c_int)]
+            ok = ctypes.c_int(0)
+            return query(0, ctypes.byref(ok)) == 0 and ok.value == 1     # 0: MPIX_GPU_SUPPORT_CUDA
+        query = getattr(lib, "MPIX_Query_cuda_support", None)
+        return query is not None and query() == 1
+    except Exception:  # noqa: BLE001 - an MPI without the extension, or no MPI: stage through the host
+        return False
 
 
 @dataclass(frozen=True)

@@ -41,7 +41,7 @@ import scipy.sparse as sp
 from mpi4py import MPI
 
 from ..accel import get_backend
-from ..runtime import InputError, Team, block_range, observed
+from ..runtime import InputError, Team, block_range, gpu_aware_mpi, observed
 from ..runtime.waiting import waitall
 
 __all__ = ["DistCSR", "block_owners", "rows_to_distarray", "distarray_to_rows"]
@@ -694,7 +694,8 @@ def distarray_to_rows(D, n: int, team: Team, backend="cpu"):
 
 # ---------------------------------------------------------------------- GPU side
 class _DeviceMatrices:
-    """The local blocks as cupyx CSR matrices on this rank's GPU; ghost rows staged via the host."""
+    """The local blocks as cupyx CSR matrices on this rank's GPU. Ghost rows go to MPI as device
+    buffers with a CUDA-aware MPI (``runtime.gpu_aware_mpi``), else staged through the host."""
 
     def __init__(self, A: DistCSR):
         import cupyx.scipy.sparse as csp
@@ -706,12 +707,23 @@ class _DeviceMatrices:
         self.diagonal = xp.asarray(A._diagonal)[:, None]
         self.scatter = csp.csr_matrix(A._scatter) if A.symmetric_half and A._scatter.nnz else None
         self.xp = xp
+        self.aware = gpu_aware_mpi()
+        self.bufs = xp if self.aware else np          # where exchanged rows live
+
+    def _to_mpi(self, a):
+        """A device block as MPI will read it: as it is (after the GPU is done) or on the host."""
+        if self.aware:
+            self.be.synchronize()
+            return a
+        return self.be.to_host(a)
+
+    def _from_mpi(self, a):
+        return a if self.aware else self.be.asarray(a)
 
     def _forward(self, X):
         plan = self.A._plan
-        xg = np.empty((plan.ghosts.size, X.shape[1]))
-        # gather on the device, then one copy
-        sbuf = self.be.to_host(X[self.send_idx]) if plan.send else None
+        xg = self.bufs.empty((plan.ghosts.size, X.shape[1]))
+        sbuf = self._to_mpi(X[self.send_idx]) if plan.send else None     # gathered on the device
         reqs = _post_exchange(self.A.team, self.A._comm, _TAG_FORWARD, xg, plan.recv, sbuf, plan.send)
         return xg, reqs, sbuf
 
@@ -729,20 +741,20 @@ class _DeviceMatrices:
             Y = self.diag_blk @ X                          # queued on the GPU while MPI waits
         self.A._wait(reqs, xg.nbytes)
         if xg.shape[0] and self.off_blk is not None:
-            Y += self.off_blk @ self.be.asarray(xg)
+            Y += self.off_blk @ self._from_mpi(xg)
         if self.A.symmetric_half:
             self.A._wait(rreqs, rbuf.nbytes)
             if rbuf.shape[0] and self.scatter is not None:
-                Y += self.scatter @ self.be.asarray(rbuf)
+                Y += self.scatter @ self._from_mpi(rbuf)
             del contrib
         del keep
         return Y
 
     def _reverse(self, X):
         plan = self.A._plan
-        rbuf = np.empty((plan.send_idx.size, X.shape[1]))
+        rbuf = self.bufs.empty((plan.send_idx.size, X.shape[1]))
         contrib = None
         if plan.recv:               # ghosts exist, so off_blk does too
-            contrib = np.ascontiguousarray(self.be.to_host(self.off_blk.T @ X))
+            contrib = self._to_mpi(self.xp.ascontiguousarray(self.off_blk.T @ X))
         reqs = _post_exchange(self.A.team, self.A._comm, _TAG_REVERSE, rbuf, plan.send, contrib, plan.recv)
         return rbuf, reqs, contrib

@@ -37,6 +37,7 @@ def test_gpu_one_sided_access_through_host_mirror(team):
     a.local[...] = team.rank
     a.update_host()                      # device -> host mirror, then barrier
     assert np.array_equal(a[::17], np.arange(team.size, dtype=float))
+    a.sync()                             # everyone has read before rank 0 writes
     if team.rank == 0:
         a[:] = 5.0
     a.update_device()                    # host mirror (with the remote puts) -> device

@@ -105,3 +105,21 @@ def test_logger_prints_on_rank_zero_only(team):
     q.result("answer")
     assert "chatter" not in quiet.getvalue()
     assert ("answer" in quiet.getvalue()) == (team.rank == 0)
+
+
+def test_gpu_aware_mpi_is_asked_of_the_library_or_forced(monkeypatch):
+    from hpcsuite.runtime import gpu_aware_mpi
+    try:
+        for value, want in (("1", True), ("0", False)):
+            monkeypatch.setenv("HPCSUITE_GPU_AWARE_MPI", value)
+            gpu_aware_mpi.cache_clear()
+            assert gpu_aware_mpi() is want
+        monkeypatch.delenv("HPCSUITE_GPU_AWARE_MPI")
+        gpu_aware_mpi.cache_clear()
+        asked = gpu_aware_mpi()            # MPICH's MPIX_GPU_query_support / Open MPI's query
+        assert isinstance(asked, bool)
+        from mpi4py import MPI
+        if "ch4:ucx" in MPI.Get_library_version() and not gpu_status()[0]:
+            assert asked is False          # this machine's MPICH: no GPU support
+    finally:
+        gpu_aware_mpi.cache_clear()

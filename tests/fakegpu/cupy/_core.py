@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import functools
 import numbers
+import os
 
 import numpy as np
 from numpy.lib.mixins import NDArrayOperatorsMixin
@@ -100,6 +101,17 @@ class ndarray(NDArrayOperatorsMixin):
     @property
     def data(self):
         return _Memory(self._a)
+
+    @property
+    def __cuda_array_interface__(self):
+        # only for a "CUDA-aware MPI" (HPCSUITE_GPU_AWARE_MPI=1): the memory is host memory, so
+        # any MPI reads it; otherwise mpi4py finds no buffer and refuses, as a plain MPI must
+        if os.environ.get("HPCSUITE_GPU_AWARE_MPI") != "1":
+            raise AttributeError("__cuda_array_interface__")
+        if not self._a.flags.c_contiguous:
+            raise BufferError("not contiguous")
+        return {"shape": self._a.shape, "typestr": self._a.dtype.str, "version": 3, "strides": None,
+                "data": (self._a.ctypes.data if self._a.size else 0, False)}
 
     @property
     def device(self):
