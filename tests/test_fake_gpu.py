@@ -120,3 +120,23 @@ def test_sparse_ghost_rows_stay_on_the_device_exactly_when_mpi_is_gpu_aware(team
         assert moved == [], moved
     else:
         assert moved and all(b <= 8 * 3 * 2 for _, b in moved), moved     # a ghost row or two each way
+
+
+@pytest.mark.mpi
+def test_les_step_on_several_ranks_moves_only_profiles_when_mpi_is_gpu_aware(team):
+    """With a CUDA-aware MPI the halos and the pressure solver's transposes stay on the device:
+    what still reaches the host in a step is scalars and vertical profiles (horizontal means);
+    without one the transposes and faces are staged, field-sized."""
+    from hpcsuite.les.model import bomex_like
+    from hpcsuite.runtime import gpu_aware_mpi
+    nz = 16
+    m = bomex_like((16, 16, nz), team, device="gpu")
+    m.step()
+    moved = _moved_during(m.step)
+    m.free()
+    from mpi4py import MPI
+    largest = team.allreduce(max((b for _, b in moved), default=0), op=MPI.MAX)
+    if gpu_aware_mpi() or team.size == 1:
+        assert largest <= 8 * (nz + 1), moved
+    else:
+        assert largest > 8 * 16 * nz, largest          # at least a staged face

@@ -15,6 +15,10 @@ is a faster way than any message: every rank reads the pieces of its destination
 from its peers' source storage in the shared-memory windows, one copy per element instead of
 MPI's pack, transfer and unpack, with a barrier before (sources complete) and after (sources no
 longer read). The plan is the same grouping as above, from the receiver's side, and is cached.
+
+GPU arrays: the same layout is a device-to-device copy; otherwise, with a CUDA-aware MPI
+(``runtime.gpu_aware_mpi``) the ``Alltoallw`` runs on the device storages, and without one the
+data is staged through the host segments.
 """
 from __future__ import annotations
 
@@ -25,6 +29,7 @@ import math
 import numpy as np
 from mpi4py import MPI
 
+from ..runtime.device import gpu_aware_mpi
 from .access import DimPart, Piece, _compress, target_datatype
 
 __all__ = ["copy", "copy_plan_counts"]
@@ -191,6 +196,16 @@ def _copy_direct(src, dst) -> None:
     team.barrier()                      # no source may change while a peer still reads it
 
 
+def _copy_on_devices(src, dst) -> None:
+    """``copy`` between two GPU arrays with a CUDA-aware MPI: the same ``Alltoallw`` as on the
+    host, on the device storages (laid out like the host segments, so the datatypes apply).
+    Collective."""
+    send = src._dev_storage if src.dtype == dst.dtype else src._dev_storage.astype(dst.dtype)
+    src.device.synchronize()            # the source is complete before MPI reads it
+    sendspec, recvspec = _plan(src, dst)
+    src.team.Alltoallw([send, *sendspec], [dst._dev_storage, *recvspec])
+
+
 def copy_plan_counts(src, dst) -> tuple[int, int]:
     """``(peers_sent_to, peers_received_from)`` of this rank for ``copy(src, dst)``. Local."""
     r = src.team.rank
@@ -219,9 +234,16 @@ def copy(src, dst) -> None:
         raise ValueError(f"copy: shapes differ: source {src.shape}, destination {dst.shape}")
     if src.team.comm.Compare(dst.team.comm) not in (MPI.IDENT, MPI.CONGRUENT):
         raise ValueError("copy: source and destination must live on the same team")
+    same_layout = (src.pattern == dst.pattern and src.pattern.tiled == dst.pattern.tiled)
+    if src._dev_storage is not None and dst._dev_storage is not None:
+        if same_layout:                 # device to device, nothing through the host
+            dst.local[...] = src.local if src.dtype == dst.dtype else src.local.astype(dst.dtype)
+            return
+        if gpu_aware_mpi():
+            _copy_on_devices(src, dst)
+            return
     if src._dev_storage is not None:
         src._seg.array[...] = src.device.to_host(src._dev_storage)
-    same_layout = (src.pattern == dst.pattern and src.pattern.tiled == dst.pattern.tiled)
     if same_layout:
         dst._local[...] = src._local if src.dtype == dst.dtype else src._local.astype(dst.dtype)
     elif _on_one_node(src, dst):
