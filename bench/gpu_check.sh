@@ -35,8 +35,8 @@ export PYTHONPATH=${PYTHONPATH:-$PWD}
 import sys, numpy
 from mpi4py import MPI
 print("python", sys.version.split()[0], "numpy", numpy.__version__, "MPI:", MPI.Get_library_version().splitlines()[0])
-from hpcsuite.runtime import gpu_status
-print("gpu_status:", gpu_status())
+from hpcsuite.runtime import gpu_aware_mpi, gpu_status
+print("gpu_status:", gpu_status(), "CUDA-aware MPI:", gpu_aware_mpi())
 PY
 mpiexec=$(command -v mpiexec || true)
 
