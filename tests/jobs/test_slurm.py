@@ -77,11 +77,11 @@ def test_heat3d_template_runs_on_4_ranks(cluster, tmp_path):
     env, _ = cluster
     deck = tmp_path / "small.toml"
     deck.write_text(SMALL_DECK.format(out=tmp_path / "u.h5"))
-    # deck overrides after the deck reach 'hpcsuite run' (as from 'hpcsuite submit ... --set')
-    p = sh(["sbatch", "--wait", "--parsable", ROOT / "jobscripts/heat3d.sbatch", deck,
+    # deck overrides given to 'hpcsuite submit' reach 'hpcsuite run' through the template
+    p = sh([HPCSUITE, "submit", "--wait", ROOT / "jobscripts/heat3d.sbatch", deck,
             "--set", "time.t_end=0.0015"], env, tmp_path)
     assert p.returncode == 0, (p.stdout, p.stderr)
-    job = p.stdout.strip().split(";")[0]
+    job = p.stdout.strip()
     log = (tmp_path / f"heat3d-{job}.out").read_text()
     # the right --mpi plugin: one job of 4 ranks, not 4 jobs of 1 rank
     assert "on 4 rank(s)" in log and log.count("error at t = 0.0015") == 1, log
