@@ -31,7 +31,7 @@ def collect() -> dict:
     import scipy
     from mpi4py import MPI
 
-    from .runtime import Team, gpu_status
+    from .runtime import Team, gpu_aware_mpi, gpu_status
 
     team = Team.world()
     node_index, nodes = team.node_layout()
@@ -46,6 +46,7 @@ def collect() -> dict:
             "library": " ".join(MPI.Get_library_version().split("\n")[0].split()),
             "standard": "%d.%d" % MPI.Get_version(),
             "rank": team.rank, "size": team.size, "nodes": nodes,
+            "gpu_aware": gpu_aware_mpi(),
         },
     }
     try:
@@ -74,6 +75,8 @@ def format_info(info: dict) -> str:
         ("mpi4py", m["mpi4py"]),
         ("MPI library", f"{m['library']} (MPI {m['standard']})"),
         ("MPI job", f"{m['size']} rank(s) on {m['nodes']} node(s)"),
+        ("CUDA-aware MPI", "yes: GPU halos and transposes skip the host" if m["gpu_aware"]
+         else "no: GPU data is staged through host buffers (HPCSUITE_GPU_AWARE_MPI=1 to force)"),
         ("h5py", f"{h['version']} on HDF5 {h.get('hdf5', '?')}" if h["version"] else f"missing ({h['error']})"),
         ("parallel HDF5", "yes (h5py built with MPI: driver='mpio' works)" if h["mpi"]
          else "NO: h5py was built without MPI; run scripts/setup.sh"),

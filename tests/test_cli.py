@@ -45,8 +45,14 @@ def test_info_tells_the_truth(run):
     assert info["numpy"] == numpy.__version__
     assert info["mpi"]["library"].split()[:3] == MPI.Get_library_version().split()[:3]
     assert info["slurm"]["in_job"] is False
+    from hpcsuite.runtime import gpu_aware_mpi
+    assert info["mpi"]["gpu_aware"] is gpu_aware_mpi()
+    forced = json.loads(run([HPCSUITE, "info", "--json"], env={"HPCSUITE_GPU_AWARE_MPI": "1"}).stdout)
+    assert forced["mpi"]["gpu_aware"] is True
     text = run([HPCSUITE, "info"]).stdout
-    assert "parallel HDF5  yes" in text and "MPICH" in text
+    import re
+    assert re.search(r"^parallel HDF5 +yes", text, re.M) and "MPICH" in text
+    assert re.search(rf"^CUDA-aware MPI +{'yes' if gpu_aware_mpi() else 'no'}:", text, re.M)
 
 
 def test_info_under_mpiexec_prints_once(run):
