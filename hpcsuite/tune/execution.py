@@ -248,16 +248,19 @@ class Execution:
         # the path goes ahead (non-blocking + the runtime's wait: blocking calls spin, and with
         # more ranks than cores that made a ring broadcast 9x slower under the tuner)
         _waitall([team.comm.Irecv(inn, source, _PATH_TAG), team.comm.Isend(out, dest, _PATH_TAG)])
-        # and an acknowledgement back, so that the sender too starts timing once its receiver is
-        # there: when skipping has put the ranks at different real times, a send that waits for a
-        # late receiver would otherwise count that wait as communication
-        _waitall([team.comm.Irecv(_ACK_IN, dest, _PATH_TAG + 1), team.comm.Isend(_ACK_OUT, source, _PATH_TAG + 1)])
         if not receives:
             inn = out.copy()
-        self.path[:] = np.maximum(self.path, inn[:5])
-        self._check_bound()
         do_send = sends and not mine
         do_recv = receives and not inn[5]                   # the receiver follows the sender
+        # and an acknowledgement back, so that the sender too starts timing once its receiver is
+        # there: when skipping has put the ranks at different real times, a send that waits for a
+        # late receiver would otherwise count that wait as communication. Only for transfers that
+        # run: both ends know from the sender's flag whether it does, so no message is left over.
+        acks = ([team.comm.Irecv(_ACK_IN, dest, _PATH_TAG + 1)] if do_send else []) + \
+               ([team.comm.Isend(_ACK_OUT, source, _PATH_TAG + 1)] if do_recv else [])
+        _waitall(acks)
+        self.path[:] = np.maximum(self.path, inn[:5])
+        self._check_bound()
         self._last = time.perf_counter()
         if do_send == sends and do_recv == receives:        # all of this rank's part runs
             _, t = self._timed(k, fn, args, kwargs)
