@@ -41,7 +41,7 @@ PY
 mpiexec=$(command -v mpiexec || true)
 
 step "GPU tests, 1 rank"
-gpu_tests=(tests/runtime/test_device_timers_log.py tests/pgas/test_gpu.py tests/accel tests/solvers)
+gpu_tests=(tests/runtime/test_device_timers_log.py tests/pgas/test_gpu.py tests/accel tests/solvers tests/apps/test_heat3d.py tests/apps/test_eigen.py)
 [ -d tests/les ] && gpu_tests+=(tests/les)
 timeout 240 "$py" -m pytest -q -p no:cacheprovider --with-mpi -k "gpu or cupy or cuda" "${gpu_tests[@]}"
 echo "rc=$?"

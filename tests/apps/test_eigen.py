@@ -14,6 +14,7 @@ from scipy.sparse.linalg import LaplacianNd
 from helpers import HPCSUITE, ROOT
 from hpcsuite import deck as dk
 from hpcsuite.apprunner import load_app
+from hpcsuite.runtime import gpu_status
 
 eigen = load_app("eigen")
 ENV = {"OPENBLAS_NUM_THREADS": "1"}       # ranks fill the cores; no BLAS threads on top
@@ -142,6 +143,19 @@ def test_shipped_decks_from_the_command_line(run, tmp_path, name, nranks):
     else:
         deck_obj = parse(deck.read_text())
         assert np.allclose(vals, ci_reference(deck_obj)[:5], rtol=1e-9, atol=1e-12)
+
+
+@pytest.mark.skipif(not gpu_status()[0], reason=f"no GPU: {gpu_status()[1]}")
+def test_gpu_deck_from_the_command_line(run, tmp_path):
+    """The shipped GPU deck (matrix and LOBPCG on the device) at 2 ranks: the exact spectrum."""
+    out = tmp_path / "gpu.json"
+    p = run([HPCSUITE, "run", ROOT / "inputs/eigen_laplacian_gpu.toml", "--set", f"output.file={out}"],
+            nranks=2, timeout=240, env=ENV)
+    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
+    rec = json.loads(out.read_text())
+    exact = np.sort(-LaplacianNd((10, 10, 10), boundary_conditions="dirichlet").eigenvalues(10))
+    assert rec["converged"] and rec["ranks"] == 2
+    assert np.max(np.abs(np.array(rec["eigenvalues"]) - exact) / exact) < 1e-8
 
 
 def test_not_converged_exits_1_and_says_so(run, tmp_path):

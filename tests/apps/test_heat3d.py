@@ -133,6 +133,22 @@ def test_halo_depths_and_backends_give_the_same_field(team):
         assert np.allclose(f, ref[tuple(slice(s, s + b) for s, b in zip(res.starts, f.shape))], rtol=0, atol=1e-13)
 
 
+@pytest.mark.mpi
+@pytest.mark.skipif(not gpu_status()[0], reason=f"no GPU: {gpu_status()[1]}")
+def test_gpu_device_gives_the_cpu_field(team):
+    """[app] device = "gpu" runs the CuPy kernels on device-resident blocks and ends with the CPU
+    run's field (same operations in the same order: no FMA in the CUDA kernels)."""
+    n = (12, 9, 8)
+    cpu, _ = make_deck(n, t_end=0.003, solver="depth = 2")
+    gpu, _ = make_deck(n, t_end=0.003, solver="depth = 2", app='device = "gpu"')
+    heat3d.check(gpu, team)
+    ref = heat3d.simulate(cpu, team)
+    res = heat3d.simulate(gpu, team)
+    assert res.backend == "gpu"
+    np.testing.assert_allclose(res.field, ref.field, rtol=0, atol=1e-13)
+    team.barrier()
+
+
 def test_solver_keys_are_validated(team):
     cases = [
         ("depth = 9", "", "[solver] depth = 9 is larger than the smallest block (8 cells along x"),
