@@ -24,6 +24,7 @@ from types import ModuleType
 
 from . import deck as dk
 from .runtime import InputError, Logger, Team, agree, guarded
+from .runtime.malloc import keep_freed_memory
 from .runtime.threads import fit_threads
 
 __all__ = ["apps_dir", "known_apps", "load_app", "AppContext", "validate", "run_deck", "main_for_app"]
@@ -109,6 +110,7 @@ def run_deck(path: str, quiet: bool = False, team: Team | None = None, expect_ap
     def main():
         app, deck = validate(path, team, overrides)
         fit_threads(team)          # one BLAS/numba thread per core share, not per core per rank
+        keep_freed_memory()        # NumPy temporaries reuse freed memory instead of page-faulting
         if expect_app is not None and app.NAME != expect_app:
             raise InputError(f"{path}: [app] name is {app.NAME!r}, but this is the {expect_app!r} program")
         log = Logger(app.NAME, team, quiet=quiet)

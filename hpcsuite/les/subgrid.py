@@ -30,6 +30,8 @@ the diffusion reads, so no halo exchange is needed. Every term here is local (no
 """
 from __future__ import annotations
 
+import numpy as np
+
 from ..runtime import InputError
 from .thermo import concat
 
@@ -37,6 +39,10 @@ __all__ = ["ConstantViscosity", "Smagorinsky", "SubgridTKE", "ScalarDiffusion", 
            "strain2", "KARMAN", "EKMIN", "E12MIN"]
 
 KARMAN = 0.4       # von Karman constant (DALES fkar)
+#: use the fused numba kernels of :mod:`hpcsuite.les.fused` on NumPy arrays (bit-identical results;
+#: ``False`` runs the array-API source everywhere, e.g. to compare the two in a benchmark)
+FUSED = True
+
 EKMIN = 1e-6       # m^2/s, lower bound of ekm and ekh (DALES ekmin)
 E12MIN = 5e-5      # m/s, lower bound of e12 (DALES e12min)
 _GRAV = 9.81
@@ -123,6 +129,10 @@ class ScalarDiffusion:
         """Core-shaped tendency of ``s``; ``flux_bottom`` a 2-D block array of the kinematic surface
         flux (upwards positive) or None (zero flux). Zero flux at the lid."""
         xp, geo = self.xp, self.geo
+        if FUSED and isinstance(s, np.ndarray) and isinstance(geo.dzf, np.ndarray):
+            from .fused import scalar_diffusion    # the same operations in one pass (numba)
+            return scalar_diffusion(s, self.kx, self.ky, self.kz, geo.dzf, geo.dzh, geo.dx ** 2,
+                                    geo.dy ** 2, flux_bottom)
         fx = self.kx * (s[1:, 1:-1, ...] - s[:-1, 1:-1, ...])
         fy = self.ky * (s[1:-1, 1:, ...] - s[1:-1, :-1, ...])
         t = (fx[1:, ...] - fx[:-1, ...]) / geo.dx ** 2 + (fy[:, 1:, ...] - fy[:, :-1, ...]) / geo.dy ** 2
