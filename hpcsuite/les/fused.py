@@ -11,7 +11,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-__all__ = ["scalar_diffusion"]
+__all__ = ["scalar_diffusion", "momentum_diffusion"]
 
 
 @numba.njit(parallel=True, fastmath=False, cache=True)
@@ -60,3 +60,81 @@ def scalar_diffusion(s, kx, ky, kz, dzf, dzh, dx2: float, dy2: float, flux_botto
     _scalar_diffusion(s, _EMPTY3 if const else kx, _EMPTY3 if const else ky, _EMPTY3 if const else kz,
                       float(kx) if const else -1.0, dzf, dzh, float(dx2), float(dy2), fb, out)
     return out
+
+
+@numba.njit(inline="always")
+def _rim(i, j, nx, ny):  # pragma: no cover - compiled
+    return i == 0 or j == 0 or i == nx - 1 or j == ny - 1
+
+
+@numba.njit(inline="always")
+def _tau_uv(ekm, suv, i, j, k, nx, ny):  # pragma: no cover - compiled
+    if _rim(i, j, nx, ny):
+        return 0.0
+    return 0.25 * (ekm[i, j, k] + ekm[i - 1, j, k] + ekm[i, j - 1, k] + ekm[i - 1, j - 1, k]) * suv[i, j, k]
+
+
+@numba.njit(inline="always")
+def _tau_z(ekm, sz, i, j, di, dj, m, dzf, dzh, nx, ny):  # pragma: no cover - compiled
+    # the uw (di = 1) or vw (dj = 1) edge stress on inner face m + 1
+    if _rim(i, j, nx, ny):
+        return 0.0
+    a = ekm[i, j, m] + ekm[i - di, j - dj, m]
+    b = ekm[i, j, m + 1] + ekm[i - di, j - dj, m + 1]
+    return (dzf[m + 1] * a + dzf[m] * b) / (4.0 * dzh[m + 1]) * sz[i, j, m]
+
+
+@numba.njit(parallel=True, fastmath=False, cache=True)
+def _momentum_diffusion(u, v, w, ekm, suv, suw, svw, dzf, dzh, dx, dy, fuw, fvw, tu, tv, tw):  # pragma: no cover
+    nx, ny, nz = u.shape
+    c2x, c2y = 2.0 / dx ** 2, 2.0 / dy ** 2
+    for i in numba.prange(nx - 2):
+        bi = i + 1
+        for j in range(ny - 2):
+            bj = j + 1
+            for k in range(nz):
+                # u: 2 ekm du/dx at centres, differenced in x (fx is zero on the rim)
+                fxp = 0.0 if _rim(bi, bj, nx, ny) else ekm[bi, bj, k] * (u[bi + 1, bj, k] - u[bi, bj, k])
+                fxm = 0.0 if _rim(bi - 1, bj, nx, ny) else ekm[bi - 1, bj, k] * (u[bi, bj, k] - u[bi - 1, bj, k])
+                t = (fxp - fxm) * c2x
+                t = t + (_tau_uv(ekm, suv, bi, bj + 1, k, nx, ny) - _tau_uv(ekm, suv, bi, bj, k, nx, ny)) / dy
+                gp = _tau_z(ekm, suw, bi, bj, 1, 0, k, dzf, dzh, nx, ny) if k + 1 < nz else 0.0
+                if k > 0:
+                    gm = _tau_z(ekm, suw, bi, bj, 1, 0, k - 1, dzf, dzh, nx, ny)
+                else:
+                    gm = -fuw[bi, bj] if fuw.shape[0] > 0 else 0.0
+                tu[i, j, k] = t + (gp - gm) / dzf[k]
+                # v
+                fyp = 0.0 if _rim(bi, bj, nx, ny) else ekm[bi, bj, k] * (v[bi, bj + 1, k] - v[bi, bj, k])
+                fym = 0.0 if _rim(bi, bj - 1, nx, ny) else ekm[bi, bj - 1, k] * (v[bi, bj, k] - v[bi, bj - 1, k])
+                t = (fyp - fym) * c2y
+                t = t + (_tau_uv(ekm, suv, bi + 1, bj, k, nx, ny) - _tau_uv(ekm, suv, bi, bj, k, nx, ny)) / dx
+                gp = _tau_z(ekm, svw, bi, bj, 0, 1, k, dzf, dzh, nx, ny) if k + 1 < nz else 0.0
+                if k > 0:
+                    gm = _tau_z(ekm, svw, bi, bj, 0, 1, k - 1, dzf, dzh, nx, ny)
+                else:
+                    gm = -fvw[bi, bj] if fvw.shape[0] > 0 else 0.0
+                tv[i, j, k] = t + (gp - gm) / dzf[k]
+            # w on the inner faces m + 1
+            for m in range(nz - 1):
+                t = (_tau_z(ekm, suw, bi + 1, bj, 1, 0, m, dzf, dzh, nx, ny)
+                     - _tau_z(ekm, suw, bi, bj, 1, 0, m, dzf, dzh, nx, ny)) / dx \
+                    + (_tau_z(ekm, svw, bi, bj + 1, 0, 1, m, dzf, dzh, nx, ny)
+                       - _tau_z(ekm, svw, bi, bj, 0, 1, m, dzf, dzh, nx, ny)) / dy
+                a = ekm[bi, bj, m + 1] * (w[bi, bj, m + 2] - w[bi, bj, m + 1]) / dzf[m + 1]
+                b = ekm[bi, bj, m] * (w[bi, bj, m + 1] - w[bi, bj, m]) / dzf[m]
+                tw[i, j, m] = t + (a - b) * 2.0 / dzh[m + 1]
+
+
+def momentum_diffusion(u, v, w, ekm, edges, dzf, dzh, dx: float, dy: float, flux_uw=None, flux_vw=None):
+    """Core-shaped tendencies ``(tu, tv, tw)`` of the subgrid stress divergence (see
+    ``subgrid.momentum_diffusion``; ``tw`` on the inner faces) in one pass. Local."""
+    nx, ny, nz = u.shape
+    tu = np.empty((nx - 2, ny - 2, nz))
+    tv = np.empty((nx - 2, ny - 2, nz))
+    tw = np.empty((nx - 2, ny - 2, max(nz - 1, 0)))
+    suv, suw, svw = edges
+    fuw = _EMPTY2 if flux_uw is None else np.ascontiguousarray(flux_uw, dtype=np.float64)
+    fvw = _EMPTY2 if flux_vw is None else np.ascontiguousarray(flux_vw, dtype=np.float64)
+    _momentum_diffusion(u, v, w, ekm, suv, suw, svw, dzf, dzh, float(dx), float(dy), fuw, fvw, tu, tv, tw)
+    return tu, tv, tw
