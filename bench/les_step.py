@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import COMM, THREADS, Table  # noqa: E402
 
-from hpcsuite.les import subgrid  # noqa: E402
+from hpcsuite.les import fused  # noqa: E402
 from hpcsuite.les.model import bomex_like, time_steps  # noqa: E402
 from hpcsuite.runtime.malloc import keep_freed_memory  # noqa: E402
 from hpcsuite.runtime import Team, Timers  # noqa: E402
@@ -62,17 +62,18 @@ def main() -> int:
     ap.add_argument("--malloc-default", action="store_true",
                     help="keep glibc's malloc thresholds (the app raises them: runtime.malloc)")
     ap.add_argument("--no-fused", action="store_true",
-                    help="run the array-API subgrid source on the CPU too (not the fused numba kernels)")
+                    help="run the array-API source on the CPU too (not the fused numba kernels of "
+                    "hpcsuite.les.fused: horizontal advection, scalar and momentum diffusion)")
     args = ap.parse_args()
     if not args.malloc_default:
         keep_freed_memory()            # as `hpcsuite run` does
     if args.no_fused:
-        subgrid.FUSED = False
+        fused.ENABLED = False
     shape = tuple(args.shape)
     cells = shape[0] * shape[1] * shape[2]
     size = COMM.Get_size()
     how = ("glibc malloc defaults" if args.malloc_default else "malloc thresholds raised") + \
-        (", array-API subgrid" if args.no_fused else ", fused subgrid kernels")
+        (", array-API source" if args.no_fused else ", fused kernels")
     tab = Table(f"LES step, BOMEX-like {'x'.join(map(str, shape))}, {args.device}, median of {args.steps} "
                 f"(threads per rank {THREADS}; {how})",
                 ["scheme", "s/step", "Mcell/s", "Mcell/s/rank"] + [f"%{k}" for k in SHOWN])

@@ -15,6 +15,10 @@ Terms use ``ctx.xp`` only, so the same source runs on NumPy and CuPy.
 """
 from __future__ import annotations
 
+import numpy as np
+
+from . import fused
+
 __all__ = ["Advection", "SCHEMES", "advect"]
 
 SCHEMES = ("2nd", "5th")
@@ -47,6 +51,9 @@ def _horizontal(phi, V, axis: int, spacing: float, scheme: str, g, xp):
     """Tendency ``-(F[i+1] - F[i]) / spacing`` on the interior, ``F = V phi_face``; ``V`` is given on
     the ``n + 1`` faces ``h .. h+n`` along ``axis`` over the interior of the other axis."""
     h = g.h
+    if fused.ENABLED and scheme in ("2nd", "5th") and isinstance(phi, np.ndarray) and isinstance(V, np.ndarray):
+        # the same operations in one pass (numba)
+        return fused.horizontal_advection(phi, V, axis, h, g.nxl, g.nyl, spacing, scheme)
     base = [slice(h, h + g.nxl), slice(h, h + g.nyl), slice(None)]
     n = g.nxl if axis == 0 else g.nyl
     F = V * _face_value(phi, V, axis, h, n + 1, tuple(base), scheme, xp)

@@ -1,7 +1,8 @@
-"""Fused CPU kernels (numba) for the hottest LES operators, one pass over memory each.
+"""Fused CPU kernels (numba) for the hottest LES operators, one pass over memory each: the scalar
+and the momentum diffusion of the subgrid closures, and the horizontal 2nd/5th-order advection.
 
-The array-API source in :mod:`hpcsuite.les.subgrid` stays the reference and the GPU path; on NumPy
-arrays these kernels replace it. They perform the same floating-point operations in the same order
+The array-API source in :mod:`hpcsuite.les.subgrid` and :mod:`hpcsuite.les.advection` stays the
+reference and the GPU path; on NumPy arrays these kernels replace it. They perform the same floating-point operations in the same order
 (no fastmath: no reassociation, no FMA contraction), so both paths agree bit for bit, which
 ``tests/les/test_fused.py`` checks. Why numba and not more NumPy: a scalar diffusion in NumPy makes
 about fifteen passes over memory with a fresh temporary each; fused it is one.
@@ -11,7 +12,11 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-__all__ = ["scalar_diffusion", "momentum_diffusion"]
+__all__ = ["ENABLED", "scalar_diffusion", "momentum_diffusion", "horizontal_advection"]
+
+#: use these kernels on NumPy arrays (bit-identical results); ``False`` runs the array-API source
+#: everywhere, e.g. to compare the two in a benchmark (``bench/les_step.py --no-fused``)
+ENABLED = True
 
 
 @numba.njit(parallel=True, fastmath=False, cache=True)
@@ -138,3 +143,56 @@ def momentum_diffusion(u, v, w, ekm, edges, dzf, dzh, dx: float, dy: float, flux
     fvw = _EMPTY2 if flux_vw is None else np.ascontiguousarray(flux_vw, dtype=np.float64)
     _momentum_diffusion(u, v, w, ekm, suv, suw, svw, dzf, dzh, float(dx), float(dy), fuw, fvw, tu, tv, tw)
     return tu, tv, tw
+
+
+@numba.njit(inline="always")
+def _sign(v):  # pragma: no cover - compiled
+    # NumPy's sign: +0.0 for both zeros (numba's np.sign keeps -0.0, which changes cen - sign * dis)
+    if v > 0.0:
+        return 1.0
+    if v < 0.0:
+        return -1.0
+    return 0.0 if v == 0.0 else v
+
+
+@numba.njit(inline="always")
+def _face(phi, axis, f, a, k, fifth, vf):  # pragma: no cover - compiled
+    # phi on face f along axis (between points f - 1 and f); a: the index along the other axis
+    if axis == 0:
+        pm1, p0 = phi[f - 1, a, k], phi[f, a, k]
+    else:
+        pm1, p0 = phi[a, f - 1, k], phi[a, f, k]
+    if not fifth:
+        return 0.5 * (pm1 + p0)
+    if axis == 0:
+        pm3, pm2, p1, p2 = phi[f - 3, a, k], phi[f - 2, a, k], phi[f + 1, a, k], phi[f + 2, a, k]
+    else:
+        pm3, pm2, p1, p2 = phi[a, f - 3, k], phi[a, f - 2, k], phi[a, f + 1, k], phi[a, f + 2, k]
+    cen = (37.0 * (pm1 + p0) - 8.0 * (pm2 + p1) + (pm3 + p2)) / 60.0
+    dis = (10.0 * (p0 - pm1) - 5.0 * (p1 - pm2) + (p2 - pm3)) / 60.0
+    return cen - _sign(vf) * dis
+
+
+@numba.njit(parallel=True, fastmath=False, cache=True)
+def _horizontal(phi, V, axis, h, fifth, spacing, out):  # pragma: no cover - compiled
+    nxl, nyl, nz = out.shape
+    for i in numba.prange(nxl):
+        for j in range(nyl):
+            for k in range(nz):
+                if axis == 0:
+                    vl, vr = V[i, j, k], V[i + 1, j, k]
+                    fl = vl * _face(phi, 0, h + i, h + j, k, fifth, vl)
+                    fr = vr * _face(phi, 0, h + i + 1, h + j, k, fifth, vr)
+                else:
+                    vl, vr = V[i, j, k], V[i, j + 1, k]
+                    fl = vl * _face(phi, 1, h + j, h + i, k, fifth, vl)
+                    fr = vr * _face(phi, 1, h + j + 1, h + i, k, fifth, vr)
+                out[i, j, k] = -(fr - fl) / spacing
+
+
+def horizontal_advection(phi, V, axis: int, h: int, nxl: int, nyl: int, spacing: float, scheme: str):
+    """The interior tendency ``-(F[i+1] - F[i]) / spacing`` along ``axis``, ``F = V phi_face`` with
+    the 2nd- or 5th-order face value (see ``advection._horizontal``), in one pass. Local."""
+    out = np.empty((nxl, nyl, phi.shape[2]))
+    _horizontal(phi, V, int(axis), int(h), scheme == "5th", float(spacing), out)
+    return out

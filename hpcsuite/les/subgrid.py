@@ -33,16 +33,13 @@ from __future__ import annotations
 import numpy as np
 
 from ..runtime import InputError
+from . import fused
 from .thermo import concat
 
 __all__ = ["ConstantViscosity", "Smagorinsky", "SubgridTKE", "ScalarDiffusion", "diffuse_scalar", "momentum_diffusion",
            "strain2", "KARMAN", "EKMIN", "E12MIN"]
 
 KARMAN = 0.4       # von Karman constant (DALES fkar)
-#: use the fused numba kernels of :mod:`hpcsuite.les.fused` on NumPy arrays (bit-identical results;
-#: ``False`` runs the array-API source everywhere, e.g. to compare the two in a benchmark)
-FUSED = True
-
 EKMIN = 1e-6       # m^2/s, lower bound of ekm and ekh (DALES ekmin)
 E12MIN = 5e-5      # m/s, lower bound of e12 (DALES e12min)
 _GRAV = 9.81
@@ -129,10 +126,10 @@ class ScalarDiffusion:
         """Core-shaped tendency of ``s``; ``flux_bottom`` a 2-D block array of the kinematic surface
         flux (upwards positive) or None (zero flux). Zero flux at the lid."""
         xp, geo = self.xp, self.geo
-        if FUSED and isinstance(s, np.ndarray) and isinstance(geo.dzf, np.ndarray):
-            from .fused import scalar_diffusion    # the same operations in one pass (numba)
-            return scalar_diffusion(s, self.kx, self.ky, self.kz, geo.dzf, geo.dzh, geo.dx ** 2,
-                                    geo.dy ** 2, flux_bottom)
+        if fused.ENABLED and isinstance(s, np.ndarray) and isinstance(geo.dzf, np.ndarray):
+            # the same operations in one pass (numba)
+            return fused.scalar_diffusion(s, self.kx, self.ky, self.kz, geo.dzf, geo.dzh, geo.dx ** 2,
+                                          geo.dy ** 2, flux_bottom)
         fx = self.kx * (s[1:, 1:-1, ...] - s[:-1, 1:-1, ...])
         fy = self.ky * (s[1:-1, 1:, ...] - s[1:-1, :-1, ...])
         t = (fx[1:, ...] - fx[:-1, ...]) / geo.dx ** 2 + (fy[:, 1:, ...] - fy[:, :-1, ...]) / geo.dy ** 2
@@ -205,9 +202,9 @@ def momentum_diffusion(ctx, geo, ekm, edges) -> None:
     u, v, w = f["u"], f["v"], f["w"]
     suv, suw, svw = edges
     dx, dy, dzf, dzh = geo.dx, geo.dy, geo.dzf, geo.dzh
-    if FUSED and isinstance(u, np.ndarray) and isinstance(dzf, np.ndarray) and not isinstance(ekm, float):
-        from .fused import momentum_diffusion as fused     # the same operations in one pass (numba)
-        tu, tv, tw = fused(u, v, w, ekm, edges, dzf, dzh, dx, dy, _surface(ctx, "uw"), _surface(ctx, "vw"))
+    if fused.ENABLED and isinstance(u, np.ndarray) and isinstance(dzf, np.ndarray) and not isinstance(ekm, float):
+        # the same operations in one pass (numba)
+        tu, tv, tw = fused.momentum_diffusion(u, v, w, ekm, edges, dzf, dzh, dx, dy, _surface(ctx, "uw"), _surface(ctx, "vw"))
         if "u" in ctx.tend:
             _add_interior(ctx, "u", tu)
         if "v" in ctx.tend:

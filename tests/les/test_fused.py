@@ -4,7 +4,7 @@ surface flux, on a stretched vertical grid."""
 import numpy as np
 import pytest
 
-from hpcsuite.les import subgrid
+from hpcsuite.les import fused, subgrid
 from hpcsuite.les.fused import scalar_diffusion
 
 
@@ -26,33 +26,41 @@ def test_scalar_diffusion_is_bit_identical_to_the_array_api_source(constant, flu
     K = 0.7 if constant else rng.uniform(0.1, 2.0, (nx, ny, nz))
     fb = rng.standard_normal((nx, ny)) * 0.01 if flux else None
     op = subgrid.ScalarDiffusion(np, K, geo)
-    fused = op(s, fb)
+    one_pass = op(s, fb)
     try:
-        subgrid.FUSED = False
+        fused.ENABLED = False
         ref = op(s, fb)
     finally:
-        subgrid.FUSED = True
-    assert fused.shape == ref.shape == (nx - 2, ny - 2, nz)
-    assert np.array_equal(fused, ref)
+        fused.ENABLED = True
+    assert one_pass.shape == ref.shape == (nx - 2, ny - 2, nz)
+    assert np.array_equal(one_pass, ref)
     assert np.array_equal(scalar_diffusion(s, op.kx, op.ky, op.kz, geo.dzf, geo.dzh, geo.dx ** 2, geo.dy ** 2, fb),
                           ref)
 
 
 @pytest.mark.mpi
-def test_model_steps_are_bit_identical_with_and_without_the_fused_kernels(team):
-    """Whole RK3 steps of the BOMEX-like case (TKE closure: scalar and momentum diffusion with a
-    field diffusivity, surface fluxes, stretched-free uniform grid) from the same state."""
+@pytest.mark.parametrize("scheme,stretched", [("5th", False), ("2nd", True)], ids=["5th-uniform", "2nd-stretched"])
+def test_model_steps_are_bit_identical_with_and_without_the_fused_kernels(team, monkeypatch, scheme, stretched):
+    """Whole RK3 steps of the BOMEX-like case (advection, TKE closure: scalar and momentum
+    diffusion with a field diffusivity, surface fluxes), uniform or stretched in z, from the same
+    state."""
+    from hpcsuite.les.grid import Grid
     from hpcsuite.les.model import bomex_like
+    if stretched:                        # the same case on layers thickening with height
+        def uniform(nx, ny, nz, xsize, ysize, zsize):
+            dz = np.linspace(1.0, 2.0, nz)
+            return Grid.stretched(nx, ny, xsize, ysize, np.concatenate(([0.0], np.cumsum(dz * zsize / dz.sum()))))
+        monkeypatch.setattr(Grid, "uniform", uniform)
     fields = {}
-    for fused in (True, False):
-        subgrid.FUSED = fused
+    for on in (True, False):
+        fused.ENABLED = on
         try:
-            m = bomex_like((12, 10, 9), team, scheme="5th")
+            m = bomex_like((12, 10, 9), team, scheme=scheme)
             for _ in range(3):
                 m.step()
-            fields[fused] = {n: f.copy() for n, f in m.ctx.fields.items()}
+            fields[on] = {n: f.copy() for n, f in m.ctx.fields.items()}
             m.free()
         finally:
-            subgrid.FUSED = True
+            fused.ENABLED = True
     for n in fields[True]:
         assert np.array_equal(fields[True][n], fields[False][n]), n
