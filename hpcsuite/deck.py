@@ -7,6 +7,10 @@ verdict; every error is one line that names the file, the table and the key::
 
     inputs/x.toml: [grid] nx must be a positive integer, got -4
 
+Keys can be overridden without editing the file (``hpcsuite run DECK --set grid.nx=64``, for
+sweeps and job arrays): :func:`apply_overrides` sets them on the parsed TOML before the schema
+check, so an override is validated exactly like the file.
+
 Why not a validation library: the errors must be exactly one line in the deck's own vocabulary
 (file, ``[table]``, key) and identical on every rank; a small typed field list does that in fewer
 lines than adapting pydantic's or jsonschema's messages, and adds no dependency.
