@@ -34,6 +34,8 @@ All communication goes through :class:`~hpcsuite.runtime.Team` methods (``Bcast`
 """
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 from mpi4py import MPI
 
@@ -213,13 +215,14 @@ class _Factorization:
         self.mr, self.mc = self.a.shape
         self.n, self.b = L.shape[0], L.dist[0].block
         self.nb = -(-self.n // self.b)
+        self.widths = [min(self.b, self.n - k * self.b) for k in range(self.nb)]
         self.Pr, self.Pc = L.grid
         self.g, self.r, self.c = g, g.r, g.c
         self.variant, self.lookahead = variant, lookahead
 
     # -------------------------------------------------------------- geometry (global block indices)
     def width(self, k: int) -> int:
-        return min(self.b, self.n - k * self.b)
+        return self.widths[k]
 
     def lrow(self, i: int) -> int:
         """Local row offset of block row ``i`` (owned by grid row ``i % Pr``)."""
@@ -304,58 +307,59 @@ class _Factorization:
             f"cholesky: the matrix is not positive definite: the leading minor of order {col + 1} "
             f"is not positive (block column {blk}, columns {first}..{last})", column=col, block=blk)
 
-    def _transposed(self, k: int, kb: int, Lrow: np.ndarray) -> np.ndarray:
-        """The panel blocks ``j > k`` of this rank's block columns, stacked in local column order.
+    def _transposed(self, k: int, kb: int, Lrow: np.ndarray) -> dict:
+        """The panel blocks ``j > k`` of this rank's block columns: ``{j: L_jk}``.
 
         Block ``j`` is in the ``Lrow`` of grid row ``j % Pr``: for each such source row, the blocks
         it holds for this grid column go down the column in one broadcast (on a square grid only
-        the diagonal rank sends, its whole ``Lrow``)."""
-        if self.Pr == 1 and self.Pc == 1:
-            return Lrow
-        lo_r, lo_c = self.rows_from(k + 1), self.cols_from(k + 1)
-        js = list(self.my_cols(k + 1))
-        Lcol = np.empty((self.mc - lo_c, kb))
+        the diagonal rank sends, its whole ``Lrow``). The blocks are views, of ``Lrow`` for this
+        grid row's own blocks and of the received buffers for the others: nothing is unpacked,
+        and nothing is packed unless it is sent (measured: packing and unpacking were a fifth of
+        a run whose kernels the tuner skips)."""
+        js = self.my_cols(k + 1)
+        if not js:
+            return {}
+        lo_r, w_, lrow = self.rows_from(k + 1), self.widths, self.lrow
+        blocks = {}
         for s in range(self.Pr):
             Js = [j for j in js if j % self.Pr == s]          # the same on every rank of the column
             if not Js:
                 continue
-            into_lcol = len(Js) == len(js)                     # the message is all of Lcol
-            if s == self.r and into_lcol and self.Pr > 1 and Lrow.flags.c_contiguous and \
-                    len(Js) == len(self.my_rows(k + 1)):
-                buf = Lrow                                     # sent as it is; Lcol is Lrow
-                Lcol = Lrow
+            if s == self.r:
+                views = [Lrow[lrow(j) - lo_r:lrow(j) - lo_r + w_[j]] for j in Js]
+                blocks.update(zip(Js, views))
+                if self.Pr == 1:
+                    continue                                   # nobody to send to
+                if len(Js) == len(self.my_rows(k + 1)):    # all of Lrow, in order
+                    buf = np.ascontiguousarray(Lrow)           # (a view of A when Pc == 1)
+                else:
+                    buf = np.concatenate(views) if len(views) > 1 else np.ascontiguousarray(views[0])
+                broadcast(self.g.col, buf, s, self.variant)
             else:
-                buf = Lcol if into_lcol else np.empty((sum(self.width(j) for j in Js), kb))
-                if s == self.r:
-                    pos = 0
-                    for j in Js:
-                        w, src = self.width(j), self.lrow(j) - lo_r
-                        buf[pos:pos + w] = Lrow[src:src + w]
-                        pos += w
-            broadcast(self.g.col, buf, s, self.variant)
-            if buf is not Lcol and buf is not Lrow:
+                buf = np.empty((sum(w_[j] for j in Js), kb))
+                broadcast(self.g.col, buf, s, self.variant)
                 pos = 0
                 for j in Js:
-                    w, dst = self.width(j), self.lcol(j) - lo_c
-                    Lcol[dst:dst + w] = buf[pos:pos + w]
-                    pos += w
-        return Lcol
+                    blocks[j] = buf[pos:pos + w_[j]]
+                    pos += w_[j]
+        return blocks
 
     # -------------------------------------------------------------- trailing update
-    def update(self, k: int, Lrow, Lcol, cols, poke=None) -> None:
+    def update(self, k: int, Lrow, Lcol: dict, cols, poke=None) -> None:
         """``A_ij -= L_ik L_jk^T`` on this rank's lower blocks of the block columns ``cols``."""
-        lo_r, lo_c = self.rows_from(k + 1), self.cols_from(k + 1)
-        a = self.a
+        lo_r = self.rows_from(k + 1)
+        a, b, mr, Pr, Pc, r, w_ = self.a, self.b, self.mr, self.Pr, self.Pc, self.r, self.widths
         for j in cols:
-            w, cj = self.width(j), self.lcol(j)
-            Lj = Lcol[cj - lo_c:cj - lo_c + w]
-            if j % self.Pr == self.r:
-                rj = self.lrow(j)
+            w, cj = w_[j], (j // Pc) * b
+            if j % Pr == r:
+                rj = (j // Pr) * b
                 syrk(Lrow[rj - lo_r:rj - lo_r + w], a[rj:rj + w, cj:cj + w], alpha=-1.0, beta=1.0,
                      lower=True)
-            lo = self.rows_from(j + 1)
-            if lo < self.mr:
-                gemm(Lrow[lo - lo_r:], Lj, a[lo:, cj:cj + w], alpha=-1.0, beta=1.0, trans_b=True)
+                lo = rj + w                                    # the next local block row
+            else:
+                lo = self.rows_from(j + 1)
+            if lo < mr:
+                gemm(Lrow[lo - lo_r:], Lcol[j], a[lo:, cj:cj + w], alpha=-1.0, beta=1.0, trans_b=True)
             if poke is not None:
                 poke()
 
@@ -383,12 +387,17 @@ class _Factorization:
         """Zero this rank's elements above the diagonal (blocks and inside diagonal blocks)."""
         a = self.a
         for j in self.my_cols(0):
-            w, cj = self.width(j), self.lcol(j)
+            w, cj = self.widths[j], self.lcol(j)
             a[:self.rows_from(j), cj:cj + w] = 0.0
             if j % self.Pr == self.r:
                 rj = self.lrow(j)
-                blk = a[rj:rj + w, cj:cj + w]
-                blk[np.triu_indices(w, 1)] = 0.0
+                np.copyto(a[rj:rj + w, cj:cj + w], 0.0, where=_strict_upper(w))
+
+
+@functools.lru_cache(maxsize=8)
+def _strict_upper(w: int) -> np.ndarray:
+    """The mask of a ``w x w`` block's elements above the diagonal (cached: one per block size)."""
+    return np.triu(np.ones((w, w), dtype=bool), 1)
 
 
 def cholesky(A: DistArray, *, variant: str = "bcast", lookahead: int = 0,

@@ -114,7 +114,10 @@ class Execution:
         self.abandon_above = abandon_above
         # total, computation, communication, "a kernel was skipped upstream" (stale data travels
         # with the messages that carry it) and "abandoned": all merged with MAX
-        self.path = np.zeros(5)
+        # (Python floats, not an array: the path is updated around every kernel, and indexing a
+        # NumPy array element by element costs several times more)
+        self.path = [0.0] * 5
+        self._steady_memo: dict = {}   # key -> steady?, valid until this run adds a sample to it
         self.result = ExecutionResult(mode)
         self._skipped_any = False
         self._prev = None              # key of the last intercepted kernel, and whether it was skipped
@@ -156,7 +159,10 @@ class Execution:
         self._last = now
 
     def _count(self, key, skipped: bool) -> None:
-        c = self.result.counts.setdefault(key[1] if key[0] == "comm" else f"{key[1]}", [0, 0])
+        counts = self.result.counts
+        c = counts.get(key[1])
+        if c is None:
+            c = counts[key[1]] = [0, 0]
         c[1 if skipped else 0] += 1
         if skipped:
             self.result.skipped += 1
@@ -166,7 +172,12 @@ class Execution:
     def _steady(self, key) -> bool:
         if self.mode == "skeleton" or self.path[4]:
             return True
-        return self.mode == "selective" and self.model.steady(key)
+        if self.mode != "selective":
+            return False
+        steady = self._steady_memo.get(key)
+        if steady is None:
+            steady = self._steady_memo[key] = self.model.steady(key)
+        return steady
 
     def _charge(self, key, comm: bool) -> float:
         s = self.model.kernels.get(key)
@@ -184,6 +195,7 @@ class Execution:
         res = fn(*args, **kwargs)
         t = time.perf_counter() - t0
         self.model.stats(key).add(t)
+        self._steady_memo.pop(key, None)
         self._prev, self._prev_skipped = key, False
         self._count(key, False)
         return res, t
@@ -224,7 +236,7 @@ class Execution:
             mine = self._steady(k) and name in _SKIPPABLE
             buf = np.array([*self.path, 0.0 if mine else 1.0])
             _wait(team.comm.Iallreduce(MPI.IN_PLACE, buf, op=MPI.MAX))   # merge paths, agree
-            self.path[:] = buf[:5]
+            self.path[:] = buf[:5].tolist()
             self._check_bound()
             if buf[5] == 0.0:
                 t, res = self._charge(k, comm=True), None
@@ -259,7 +271,7 @@ class Execution:
         acks = ([team.comm.Irecv(_ACK_IN, dest, _PATH_TAG + 1)] if do_send else []) + \
                ([team.comm.Isend(_ACK_OUT, source, _PATH_TAG + 1)] if do_recv else [])
         _waitall(acks)
-        self.path[:] = np.maximum(self.path, inn[:5])
+        self.path[:] = np.maximum(self.path, inn[:5]).tolist()
         self._check_bound()
         self._last = time.perf_counter()
         if do_send == sends and do_recv == receives:        # all of this rank's part runs
@@ -296,7 +308,7 @@ class Execution:
         _waitall([team.comm.Irecv(b, q, _PATH_TAG + 2) for b, q in zip(ins, peers)] +
                  [team.comm.Isend(out, q, _PATH_TAG + 2) for q in peers])
         for b in ins:
-            np.maximum(self.path, b[:5], out=self.path)
+            self.path[:] = np.maximum(self.path, b[:5]).tolist()
         self._check_bound()
         active = [q for q, b in zip(peers, ins) if not (mine and b[5])]
         self._last = time.perf_counter()
@@ -324,6 +336,7 @@ class Execution:
         t = time.perf_counter() - t0
         if k is not None and state == "full":          # a sample: start plus completion
             self.model.stats(k).add(t_start + t)
+            self._steady_memo.pop(k, None)
             self._prev, self._prev_skipped = k, False
             self._count(k, False)
         elif k is not None and state == "partial":     # timed, but not a sample of the kernel
