@@ -115,6 +115,12 @@ def zeros(xp, shape, like):
     return xp.zeros(shape, dtype=like.dtype)
 
 
+def _fusable(scheme: str, phi, tend) -> bool:
+    """Whether :func:`fused.advect_into` does this field's whole tendency (NumPy arrays, a scheme
+    it knows): the same operations in one pass, bit-identical."""
+    return fused.ENABLED and scheme in SCHEMES and isinstance(phi, np.ndarray) and isinstance(tend, np.ndarray)
+
+
 def advect(ctx, name: str, scheme: str) -> None:
     """Add the advective tendency of field ``name`` with ``scheme`` to ``ctx.tend[name]``. Local
     (halos of u, v, w and the field must be valid)."""
@@ -134,10 +140,14 @@ def advect(ctx, name: str, scheme: str) -> None:
         Vx[:, :, 1:nz] = b * u[Ie, J, 0:nz - 1] + a * u[Ie, J, 1:nz]
         Vy = zeros(xp, (nxl, nyl + 1, nz + 1), v)
         Vy[:, :, 1:nz] = b * v[I, Je, 0:nz - 1] + a * v[I, Je, 1:nz]
-        tx = _horizontal(phi, Vx, 0, g.dx, scheme, g, xp)
-        ty = _horizontal(phi, Vy, 1, g.dy, scheme, g, xp)
         # vertical faces at zf[k-1], between w[k-1] and w[k], k = 1 .. nz
         Vz = 0.5 * (w[I, J, 0:nz] + w[I, J, 1:nz + 1])
+        if _fusable(scheme, phi, tend):
+            fused.advect_into(tend, phi, Vx, Vy, Vz, h, scheme, g.dx, g.dy, (1, nz + 1), 1, None,
+                              zg.rdzh, (1, nz))
+            return
+        tx = _horizontal(phi, Vx, 0, g.dx, scheme, g, xp)
+        ty = _horizontal(phi, Vy, 1, g.dy, scheme, g, xp)
         F = _vertical_faces(phi, Vz, 1, nz + 1, scheme, g, xp)
         tz = -(F[:, :, 1:nz] - F[:, :, 0:nz - 1]) * zg.rdzh[1:nz]
         tend[I, J, 1:nz] += tx[:, :, 1:nz] + ty[:, :, 1:nz] + tz
@@ -154,12 +164,15 @@ def advect(ctx, name: str, scheme: str) -> None:
         Vx, Vy, Wz = u[Ie, J, ...], v[I, Je, ...], w[I, J, ...]
     # (for u along x and v along y the faces between consecutive points are the cell centres:
     # the same index window, with the averaged velocity as V)
+    wm = zg.dzf[1:] / (2.0 * zg.dzh[1:-1])              # weight of phi[k-1] at zh[k]
+    wp = zg.dzf[:-1] / (2.0 * zg.dzh[1:-1])             # weight of phi[k]
+    if nz > 1 and _fusable(scheme, phi, tend):
+        fused.advect_into(tend, phi, Vx, Vy, Wz, h, scheme, g.dx, g.dy, (1, nz), 0, (wm, wp), zg.rdzf, (0, nz))
+        return
     tx = _horizontal(phi, Vx, 0, g.dx, scheme, g, xp)
     ty = _horizontal(phi, Vy, 1, g.dy, scheme, g, xp)
     tz = 0.0
     if nz > 1:
-        wm = zg.dzf[1:] / (2.0 * zg.dzh[1:-1])          # weight of phi[k-1] at zh[k]
-        wp = zg.dzf[:-1] / (2.0 * zg.dzh[1:-1])         # weight of phi[k]
         F = _vertical_faces(phi, Wz[:, :, 1:nz], 1, nz, scheme, g, xp, weights=(wm, wp))
         zero = zeros(xp, (nxl, nyl, 1), phi)
         F = concat(xp, [zero, F, zero], 2)          # no flux through the surface and the lid

@@ -1,5 +1,6 @@
 """Fused CPU kernels (numba) for the hottest LES operators, one pass over memory each: the scalar
-and the momentum diffusion of the subgrid closures, and the horizontal 2nd/5th-order advection.
+and the momentum diffusion of the subgrid closures, and the 2nd/5th-order advection (the
+horizontal flux differences alone, or one field's whole tendency, vertical part included).
 
 The array-API source in :mod:`hpcsuite.les.subgrid` and :mod:`hpcsuite.les.advection` stays the
 reference and the GPU path; on NumPy arrays these kernels replace it. They perform the same floating-point operations in the same order
@@ -12,7 +13,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-__all__ = ["ENABLED", "scalar_diffusion", "momentum_diffusion", "horizontal_advection"]
+__all__ = ["ENABLED", "scalar_diffusion", "momentum_diffusion", "horizontal_advection", "advect_into"]
 
 #: use these kernels on NumPy arrays (bit-identical results); ``False`` runs the array-API source
 #: everywhere, e.g. to compare the two in a benchmark (``bench/les_step.py --no-fused``)
@@ -196,3 +197,66 @@ def horizontal_advection(phi, V, axis: int, h: int, nxl: int, nyl: int, spacing:
     out = np.empty((nxl, nyl, phi.shape[2]))
     _horizontal(phi, V, int(axis), int(h), scheme == "5th", float(spacing), out)
     return out
+
+
+@numba.njit(inline="always")
+def _vertical_flux(phi, Vz, bi, bj, i, j, f, f_lo, f_hi, voff, fifth, wm, wp):  # pragma: no cover - compiled
+    # V phi_face on vertical face f (between phi[..., f - 1] and phi[..., f]) of column (bi, bj);
+    # zero outside the computed faces f_lo .. f_hi - 1 (the surface and the lid). The 5th-order
+    # stencil drops to 3rd and 2nd order near the ends of the column, as advection._runs says.
+    if f < f_lo or f >= f_hi:
+        return 0.0
+    vf = Vz[i, j, f - voff]
+    npts = phi.shape[2]
+    pm1, p0 = phi[bi, bj, f - 1], phi[bi, bj, f]
+    if fifth and f >= 3 and f + 2 <= npts - 1:
+        pm3, pm2, p1, p2 = phi[bi, bj, f - 3], phi[bi, bj, f - 2], phi[bi, bj, f + 1], phi[bi, bj, f + 2]
+        cen = (37.0 * (pm1 + p0) - 8.0 * (pm2 + p1) + (pm3 + p2)) / 60.0
+        dis = (10.0 * (p0 - pm1) - 5.0 * (p1 - pm2) + (p2 - pm3)) / 60.0
+        return vf * (cen - _sign(vf) * dis)
+    if fifth and f >= 2 and f + 1 <= npts - 1:
+        pm2, p1 = phi[bi, bj, f - 2], phi[bi, bj, f + 1]
+        cen = (7.0 * (pm1 + p0) - (pm2 + p1)) / 12.0
+        dis = (3.0 * (p0 - pm1) - (p1 - pm2)) / 12.0
+        return vf * (cen - _sign(vf) * dis)
+    if wm.shape[0] > 0:
+        return vf * (wm[f - 1] * pm1 + wp[f - 1] * p0)
+    return vf * (0.5 * (pm1 + p0))
+
+
+@numba.njit(parallel=True, fastmath=False, cache=True)
+def _advect(tend, phi, Vx, Vy, Vz, h, fifth, dx, dy, f_lo, f_hi, voff, wm, wp, rd, k_lo, k_hi):  # pragma: no cover
+    nxl, nyl = Vy.shape[0], Vx.shape[1]
+    for i in numba.prange(nxl):
+        bi = h + i
+        for j in range(nyl):
+            bj = h + j
+            fm = _vertical_flux(phi, Vz, bi, bj, i, j, k_lo, f_lo, f_hi, voff, fifth, wm, wp)
+            for k in range(k_lo, k_hi):
+                vl, vr = Vx[i, j, k], Vx[i + 1, j, k]
+                fl = vl * _face(phi, 0, bi, bj, k, fifth, vl)
+                fr = vr * _face(phi, 0, bi + 1, bj, k, fifth, vr)
+                tx = -(fr - fl) / dx
+                vl, vr = Vy[i, j, k], Vy[i, j + 1, k]
+                fl = vl * _face(phi, 1, bj, bi, k, fifth, vl)
+                fr = vr * _face(phi, 1, bj + 1, bi, k, fifth, vr)
+                ty = -(fr - fl) / dy
+                fp = _vertical_flux(phi, Vz, bi, bj, i, j, k + 1, f_lo, f_hi, voff, fifth, wm, wp)
+                tz = -(fp - fm) * rd[k]
+                tend[bi, bj, k] += (tx + ty) + tz
+                fm = fp
+
+
+def advect_into(tend, phi, Vx, Vy, Vz, h: int, scheme: str, dx: float, dy: float, faces, voff: int,
+                weights, rd, levels):
+    """``tend[interior, levels] += tx + ty + tz`` for one field in one pass (see
+    ``advection.advect``): the horizontal 2nd/5th-order flux differences along x and y, and the
+    vertical one from the fluxes on the faces ``faces = (f_lo, f_hi)`` (zero outside them), with
+    ``Vz[..., f - voff]`` the velocity on face ``f``, ``weights = (wm, wp)`` the 2nd-order weights
+    of a stretched grid (or None) and ``rd`` the reciprocal layer thicknesses by level. Local."""
+    wm, wp = (_EMPTY1, _EMPTY1) if weights is None else weights
+    _advect(tend, phi, Vx, Vy, Vz, int(h), scheme == "5th", float(dx), float(dy), int(faces[0]), int(faces[1]),
+            int(voff), wm, wp, rd, int(levels[0]), int(levels[1]))
+
+
+_EMPTY1 = np.zeros(0)

@@ -39,11 +39,13 @@ def test_scalar_diffusion_is_bit_identical_to_the_array_api_source(constant, flu
 
 
 @pytest.mark.mpi
-@pytest.mark.parametrize("scheme,stretched", [("5th", False), ("2nd", True)], ids=["5th-uniform", "2nd-stretched"])
+@pytest.mark.parametrize("scheme,stretched", [("5th", False), ("2nd", True), ("5th", True)],
+                         ids=["5th-uniform", "2nd-stretched", "5th-stretched"])
 def test_model_steps_are_bit_identical_with_and_without_the_fused_kernels(team, monkeypatch, scheme, stretched):
-    """Whole RK3 steps of the BOMEX-like case (advection, TKE closure: scalar and momentum
-    diffusion with a field diffusivity, surface fluxes), uniform or stretched in z, from the same
-    state."""
+    """Whole RK3 steps of the BOMEX-like case (advection of every field, w included, with the
+    vertical 5th-order stencil falling back to 3rd and to the stretched 2nd order at the ends; TKE
+    closure: scalar and momentum diffusion with a field diffusivity, surface fluxes), uniform or
+    stretched in z, from the same state."""
     from hpcsuite.les.grid import Grid
     from hpcsuite.les.model import bomex_like
     if stretched:                        # the same case on layers thickening with height
