@@ -13,7 +13,8 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-__all__ = ["ENABLED", "scalar_diffusion", "momentum_diffusion", "horizontal_advection", "advect_into"]
+__all__ = ["ENABLED", "scalar_diffusion", "momentum_diffusion", "horizontal_advection", "advect_into", "edges",
+           "strain2"]
 
 #: use these kernels on NumPy arrays (bit-identical results); ``False`` runs the array-API source
 #: everywhere, e.g. to compare the two in a benchmark (``bench/les_step.py --no-fused``)
@@ -260,3 +261,68 @@ def advect_into(tend, phi, Vx, Vy, Vz, h: int, scheme: str, dx: float, dy: float
 
 
 _EMPTY1 = np.zeros(0)
+
+
+@numba.njit(parallel=True, fastmath=False, cache=True)
+def _edges(u, v, w, dzh, dx, dy, suv, suw, svw):  # pragma: no cover - compiled
+    # the three edge sums of subgrid._edges on the core; the rim stays zero (filled by the caller)
+    nx, ny, nz = u.shape
+    for bi in numba.prange(1, nx - 1):
+        for bj in range(1, ny - 1):
+            for k in range(nz):
+                suv[bi, bj, k] = (u[bi, bj, k] - u[bi, bj - 1, k]) / dy + (v[bi, bj, k] - v[bi - 1, bj, k]) / dx
+            for m in range(nz - 1):
+                suw[bi, bj, m] = (u[bi, bj, m + 1] - u[bi, bj, m]) / dzh[m + 1] \
+                    + (w[bi, bj, m + 1] - w[bi - 1, bj, m + 1]) / dx
+                svw[bi, bj, m] = (v[bi, bj, m + 1] - v[bi, bj, m]) / dzh[m + 1] \
+                    + (w[bi, bj, m + 1] - w[bi, bj - 1, m + 1]) / dy
+
+
+def edges(u, v, w, dzh, dx: float, dy: float):
+    """``(suv, suw, svw)`` of ``subgrid._edges`` (block arrays, zero rim) in one pass. Local."""
+    nx, ny, nz = u.shape
+    suv = np.zeros((nx, ny, nz))
+    suw = np.zeros((nx, ny, max(nz - 1, 0)))
+    svw = np.zeros((nx, ny, max(nz - 1, 0)))
+    _edges(u, v, w, dzh, float(dx), float(dy), suv, suw, svw)
+    return suv, suw, svw
+
+
+@numba.njit(inline="always")
+def _zface(sz, s0, i, j, f, nz):  # pragma: no cover - compiled
+    # an edge sum on vertical face f = 0 .. nz: the surface value, the inner faces, zero at the lid
+    if f == 0:
+        return s0[i, j]
+    if f == nz:
+        return 0.0
+    return sz[i, j, f - 1]
+
+
+@numba.njit(parallel=True, fastmath=False, cache=True)
+def _strain2(u, v, w, suv, suw, svw, s0u, s0v, dzf, dx, dy, out):  # pragma: no cover - compiled
+    nx, ny, nz = u.shape
+    for bi in numba.prange(1, nx - 1):
+        for bj in range(1, ny - 1):
+            for k in range(nz):
+                a = (u[bi + 1, bj, k] - u[bi, bj, k]) / dx
+                b = (v[bi, bj + 1, k] - v[bi, bj, k]) / dy
+                c = (w[bi, bj, k + 1] - w[bi, bj, k]) / dzf[k]
+                s2 = a * a + b * b + c * c
+                p, q, r, s = suv[bi, bj, k], suv[bi, bj + 1, k], suv[bi + 1, bj, k], suv[bi + 1, bj + 1, k]
+                s2 = s2 + 0.125 * (p * p + q * q + r * r + s * s)
+                p, q = _zface(suw, s0u, bi, bj, k, nz), _zface(suw, s0u, bi, bj, k + 1, nz)
+                r, s = _zface(suw, s0u, bi + 1, bj, k, nz), _zface(suw, s0u, bi + 1, bj, k + 1, nz)
+                s2 = s2 + 0.125 * (p * p + q * q + r * r + s * s)
+                p, q = _zface(svw, s0v, bi, bj, k, nz), _zface(svw, s0v, bi, bj, k + 1, nz)
+                r, s = _zface(svw, s0v, bi, bj + 1, k, nz), _zface(svw, s0v, bi, bj + 1, k + 1, nz)
+                out[bi, bj, k] = s2 + 0.125 * (p * p + q * q + r * r + s * s)
+
+
+def strain2(u, v, w, edges, shear_uw, shear_vw, dzf, dx: float, dy: float):
+    """``S_ij S_ij`` of ``subgrid.strain2`` (a block array, zero rim) in one pass; ``shear_uw``,
+    ``shear_vw``: the surface shear as 2-D block arrays. Local."""
+    out = np.zeros(u.shape)
+    suv, suw, svw = edges
+    _strain2(u, v, w, suv, suw, svw, np.ascontiguousarray(shear_uw, dtype=np.float64),
+             np.ascontiguousarray(shear_vw, dtype=np.float64), dzf, float(dx), float(dy), out)
+    return out

@@ -149,12 +149,19 @@ def diffuse_scalar(xp, s, K, geo, flux_bottom=None):
     return ScalarDiffusion(xp, K, geo)(s, flux_bottom)
 
 
+def _fusable(*arrays) -> bool:
+    """Whether the fused numba kernels apply (NumPy arrays; see :mod:`hpcsuite.les.fused`)."""
+    return fused.ENABLED and all(isinstance(a, np.ndarray) for a in arrays)
+
+
 def _edges(xp, u, v, w, geo):
     """Velocity-gradient sums on the cell edges (block arrays, valid at index >= 1 in x and y).
 
     ``suv[i, j]`` at (x = i dx, y = j dy): du/dy + dv/dx; ``suw[i, j, m]`` at (x = i dx, zh[m+1]):
     du/dz + dw/dx for the inner faces; ``svw`` likewise at (y = j dy, zh[m+1]).
     """
+    if _fusable(u, v, w, geo.dzh):
+        return fused.edges(u, v, w, geo.dzh, geo.dx, geo.dy)           # the same operations in one pass
     dzh = geo.dzh[1:-1]
     shape2 = u.shape[:2]
     suv = _full(xp, (_c(u) - _c(u, 0, -1)) / geo.dy + (_c(v) - _c(v, -1, 0)) / geo.dx, shape2)
@@ -179,6 +186,9 @@ def strain2(ctx, geo, edges):
     """``S_ij S_ij`` at cell centres (block array valid on the core). Local."""
     xp, f = ctx.xp, ctx.fields
     u, v, w = f["u"], f["v"], f["w"]
+    if _fusable(u, v, w, geo.dzf):                   # the same operations in one pass
+        shear = [_surface_shear(ctx, geo, key, u)[..., 0] for key in ("uw", "vw")]
+        return fused.strain2(u, v, w, edges, shear[0], shear[1], geo.dzf, geo.dx, geo.dy)
     suv, suw, svw = edges
     wc = _c(w)
     s2 = (((_c(u, 1, 0) - _c(u)) / geo.dx) ** 2 + ((_c(v, 0, 1) - _c(v)) / geo.dy) ** 2
