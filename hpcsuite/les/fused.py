@@ -14,7 +14,7 @@ import numba
 import numpy as np
 
 __all__ = ["ENABLED", "scalar_diffusion", "momentum_diffusion", "horizontal_advection", "advect_into", "edges",
-           "strain2"]
+           "strain2", "tke_closure"]
 
 #: use these kernels on NumPy arrays (bit-identical results); ``False`` runs the array-API source
 #: everywhere, e.g. to compare the two in a benchmark (``bench/les_step.py --no-fused``)
@@ -22,9 +22,10 @@ ENABLED = True
 
 
 @numba.njit(parallel=True, fastmath=False, cache=True)
-def _scalar_diffusion(s, kx, ky, kz, kconst, dzf, dzh, dx2, dy2, fb, out):  # pragma: no cover - compiled
-    # out[i, j, k]: the tendency at core cell (i, j, k) = block cell (i + 1, j + 1, k). kx, ky, kz
-    # are the face diffusivities (shapes as in subgrid.ScalarDiffusion) or unused when kconst >= 0
+def _scalar_diffusion(s, K, kconst, dzf, dzh, dx2, dy2, fb, out):  # pragma: no cover - compiled
+    # out[i, j, k]: the tendency at core cell (i, j, k) = block cell (i + 1, j + 1, k). The face
+    # diffusivities are formed from K at the cell centres as subgrid.ScalarDiffusion forms them
+    # (K is unused when kconst >= 0)
     ni, nj, nz = out.shape
     for i in numba.prange(ni):
         for j in range(nj):
@@ -36,18 +37,25 @@ def _scalar_diffusion(s, kx, ky, kz, kconst, dzf, dzh, dx2, dy2, fb, out):  # pr
                     fyp = kconst * (s[i + 1, j + 2, k] - c)
                     fym = kconst * (c - s[i + 1, j, k])
                 else:
-                    fxp = kx[i + 1, j, k] * (s[i + 2, j + 1, k] - c)
-                    fxm = kx[i, j, k] * (c - s[i, j + 1, k])
-                    fyp = ky[i, j + 1, k] * (s[i + 1, j + 2, k] - c)
-                    fym = ky[i, j, k] * (c - s[i + 1, j, k])
+                    kc = K[i + 1, j + 1, k]
+                    fxp = 0.5 * (K[i + 2, j + 1, k] + kc) * (s[i + 2, j + 1, k] - c)
+                    fxm = 0.5 * (kc + K[i, j + 1, k]) * (c - s[i, j + 1, k])
+                    fyp = 0.5 * (K[i + 1, j + 2, k] + kc) * (s[i + 1, j + 2, k] - c)
+                    fym = 0.5 * (kc + K[i + 1, j, k]) * (c - s[i + 1, j, k])
                 t = (fxp - fxm) / dx2 + (fyp - fym) / dy2
                 if k + 1 < nz:
-                    kk = kconst if kconst >= 0.0 else kz[i, j, k]
+                    if kconst >= 0.0:
+                        kk = kconst
+                    else:
+                        kk = (dzf[k + 1] * K[i + 1, j + 1, k] + dzf[k] * K[i + 1, j + 1, k + 1]) / (2.0 * dzh[k + 1])
                     gp = kk * (s[i + 1, j + 1, k + 1] - c) / dzh[k + 1]
                 else:
                     gp = 0.0
                 if k > 0:
-                    kk = kconst if kconst >= 0.0 else kz[i, j, k - 1]
+                    if kconst >= 0.0:
+                        kk = kconst
+                    else:
+                        kk = (dzf[k] * K[i + 1, j + 1, k - 1] + dzf[k - 1] * K[i + 1, j + 1, k]) / (2.0 * dzh[k])
                     gm = kk * (c - s[i + 1, j + 1, k - 1]) / dzh[k]
                 else:
                     gm = -fb[i + 1, j + 1] if fb.shape[0] > 0 else 0.0
@@ -58,14 +66,14 @@ _EMPTY2 = np.zeros((0, 0))
 _EMPTY3 = np.zeros((0, 0, 0))
 
 
-def scalar_diffusion(s, kx, ky, kz, dzf, dzh, dx2: float, dy2: float, flux_bottom=None):
+def scalar_diffusion(s, K, dzf, dzh, dx2: float, dy2: float, flux_bottom=None):
     """The core-shaped tendency ``div(K grad s)`` (see ``subgrid.ScalarDiffusion``) in one pass.
-    ``kx``, ``ky``, ``kz``: the face diffusivities, or one float for all. Local."""
+    ``K``: the diffusivity at the cell centres (a block array), or one float. Local."""
     out = np.empty((s.shape[0] - 2, s.shape[1] - 2, s.shape[2]))
-    const = isinstance(kx, float)
+    const = isinstance(K, float)
     fb = _EMPTY2 if flux_bottom is None else np.ascontiguousarray(flux_bottom, dtype=np.float64)
-    _scalar_diffusion(s, _EMPTY3 if const else kx, _EMPTY3 if const else ky, _EMPTY3 if const else kz,
-                      float(kx) if const else -1.0, dzf, dzh, float(dx2), float(dy2), fb, out)
+    _scalar_diffusion(s, _EMPTY3 if const else K, float(K) if const else -1.0, dzf, dzh, float(dx2),
+                      float(dy2), fb, out)
     return out
 
 
@@ -326,3 +334,50 @@ def strain2(u, v, w, edges, shear_uw, shear_vw, dzf, dx: float, dy: float):
     _strain2(u, v, w, suv, suw, svw, np.ascontiguousarray(shear_uw, dtype=np.float64),
              np.ascontiguousarray(shear_vw, dtype=np.float64), dzf, float(dx), float(dy), out)
     return out
+
+
+@numba.njit(inline="always")
+def _max(a, b):  # pragma: no cover - compiled
+    # np.maximum: NaN in a propagates
+    return a if (a >= b or a != a) else b
+
+
+@numba.njit(inline="always")
+def _min(a, b):  # pragma: no cover - compiled
+    # np.minimum: NaN in b propagates (a is the finite length scale)
+    return a if (a <= b) else b
+
+
+@numba.njit(parallel=True, fastmath=False, cache=True)
+def _tke_closure(e12f, thv, zf, grav_thvf, delta, cm, cn, ch1, ch2, e12min, ekmin,
+                 ekm, ekh, zlt, e12, n2):  # pragma: no cover - compiled
+    nx, ny, nz = e12f.shape
+    for i in numba.prange(nx):
+        for j in range(ny):
+            for k in range(nz):
+                e = _max(e12f[i, j, k], e12min)
+                if k == 0:
+                    d = (thv[i, j, 1] - thv[i, j, 0]) / (zf[1] - zf[0])
+                elif k == nz - 1:
+                    d = (thv[i, j, nz - 1] - thv[i, j, nz - 2]) / (zf[nz - 1] - zf[nz - 2])
+                else:
+                    d = (thv[i, j, k + 1] - thv[i, j, k - 1]) / (zf[k + 1] - zf[k - 1])
+                nn = grav_thvf[k] * d
+                if nn > 0:
+                    zl = _min(delta[k], cn * e / np.sqrt(_max(nn, 1e-30)))
+                else:
+                    zl = delta[k] + 0.0 * e
+                m = cm * zl * e
+                h = (ch1 + ch2 * zl / delta[k]) * m
+                ekm[i, j, k] = _max(m, ekmin)
+                ekh[i, j, k] = _max(h, ekmin)
+                zlt[i, j, k], e12[i, j, k], n2[i, j, k] = zl, e, nn
+
+
+def tke_closure(e12f, thv, zf, grav_thvf, delta, cm, cn, ch1, ch2, e12min, ekmin):
+    """``(ekm, ekh, zlt, e12, n2)`` of ``subgrid.SubgridTKE.closure`` in one pass;
+    ``grav_thvf``: ``g / thv_ref`` by level. Local."""
+    out = [np.empty(e12f.shape) for _ in range(5)]
+    _tke_closure(e12f, thv, zf, grav_thvf, delta, float(cm), float(cn), float(ch1), float(ch2),
+                 float(e12min), float(ekmin), *out)
+    return tuple(out)

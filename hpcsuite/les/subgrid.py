@@ -112,29 +112,37 @@ class ScalarDiffusion:
     """
 
     def __init__(self, xp, K, geo):
-        self.xp, self.geo = xp, geo
-        dzf, dzh = geo.dzf, geo.dzh
-        if isinstance(K, float):
-            self.kx = self.ky = self.kz = K
-        else:
-            self.kx = 0.5 * (K[1:, 1:-1, ...] + K[:-1, 1:-1, ...])          # x faces, core rows
-            self.ky = 0.5 * (K[1:-1, 1:, ...] + K[1:-1, :-1, ...])          # y faces, core columns
-            kc = _c(K)
-            self.kz = (dzf[1:] * kc[..., :-1] + dzf[:-1] * kc[..., 1:]) / (2.0 * dzh[1:-1])
+        self.xp, self.geo, self.K = xp, geo, K
+        self._faces = None
+
+    @property
+    def faces(self):
+        """``(kx, ky, kz)``: the diffusivity on the x, y (core rows / columns) and inner z faces
+        (formed on first use: the fused kernel forms them on the fly)."""
+        if self._faces is None:
+            K, dzf, dzh = self.K, self.geo.dzf, self.geo.dzh
+            if isinstance(K, float):
+                self._faces = (K, K, K)
+            else:
+                kc = _c(K)
+                self._faces = (0.5 * (K[1:, 1:-1, ...] + K[:-1, 1:-1, ...]),
+                               0.5 * (K[1:-1, 1:, ...] + K[1:-1, :-1, ...]),
+                               (dzf[1:] * kc[..., :-1] + dzf[:-1] * kc[..., 1:]) / (2.0 * dzh[1:-1]))
+        return self._faces
 
     def __call__(self, s, flux_bottom=None):
         """Core-shaped tendency of ``s``; ``flux_bottom`` a 2-D block array of the kinematic surface
         flux (upwards positive) or None (zero flux). Zero flux at the lid."""
         xp, geo = self.xp, self.geo
-        if fused.ENABLED and isinstance(s, np.ndarray) and isinstance(geo.dzf, np.ndarray):
+        if _fusable(s, geo.dzf) and (isinstance(self.K, (float, np.ndarray))):
             # the same operations in one pass (numba)
-            return fused.scalar_diffusion(s, self.kx, self.ky, self.kz, geo.dzf, geo.dzh, geo.dx ** 2,
-                                          geo.dy ** 2, flux_bottom)
-        fx = self.kx * (s[1:, 1:-1, ...] - s[:-1, 1:-1, ...])
-        fy = self.ky * (s[1:-1, 1:, ...] - s[1:-1, :-1, ...])
+            return fused.scalar_diffusion(s, self.K, geo.dzf, geo.dzh, geo.dx ** 2, geo.dy ** 2, flux_bottom)
+        kx, ky, kz = self.faces
+        fx = kx * (s[1:, 1:-1, ...] - s[:-1, 1:-1, ...])
+        fy = ky * (s[1:-1, 1:, ...] - s[1:-1, :-1, ...])
         t = (fx[1:, ...] - fx[:-1, ...]) / geo.dx ** 2 + (fy[:, 1:, ...] - fy[:, :-1, ...]) / geo.dy ** 2
         sc = _c(s)
-        inner = self.kz * (sc[..., 1:] - sc[..., :-1]) / geo.dzh[1:-1]     # K ds/dz on faces 1..nz-1
+        inner = kz * (sc[..., 1:] - sc[..., :-1]) / geo.dzh[1:-1]     # K ds/dz on faces 1..nz-1
         bottom = (_zeros_like_level(xp, sc) if flux_bottom is None else -_c(flux_bottom)[..., None])
         G = concat(xp)([bottom, inner, _zeros_like_level(xp, sc)], axis=-1)
         return t + (G[..., 1:] - G[..., :-1]) / geo.dzf
@@ -368,11 +376,18 @@ class SubgridTKE:
     def closure(self, ctx, geo):
         """``(ekm, ekh, zlt, e12, dthvdz, thvf)`` from ``e12`` and the stratification. Local."""
         xp = ctx.xp
-        e12 = xp.maximum(ctx.fields["e12"], E12MIN)
-        dthvdz = self._dthvdz(ctx, geo)
         thvf = ctx.diag.get("thvref")
         if thvf is None:
             thvf = getattr(ctx.base, "th0", 300.0)
+        thv = ctx.diag.get("thv", ctx.fields.get("thl"))
+        if _fusable(ctx.fields["e12"], thv, geo.zf) and thv.shape[-1] >= 2:
+            # the same operations in one pass
+            grav_thvf = _GRAV / (np.full(thv.shape[-1], thvf) if isinstance(thvf, float) else thvf)
+            ekm, ekh, zlt, e12, n2 = fused.tke_closure(ctx.fields["e12"], thv, geo.zf, grav_thvf, geo.delta, self.cm,
+                                                       self.cn, self.ch1, self.ch2, E12MIN, EKMIN)
+            return ekm, ekh, zlt, e12, n2, thvf
+        e12 = xp.maximum(ctx.fields["e12"], E12MIN)
+        dthvdz = self._dthvdz(ctx, geo)
         n2 = (_GRAV / thvf) * dthvdz
         stable_l = self.cn * e12 / xp.sqrt(xp.maximum(n2, 1e-30))
         zlt = xp.where(n2 > 0, xp.minimum(geo.delta, stable_l), geo.delta + 0.0 * e12)
