@@ -14,7 +14,7 @@ import numba
 import numpy as np
 
 __all__ = ["ENABLED", "scalar_diffusion", "momentum_diffusion", "horizontal_advection", "advect_into", "edges",
-           "strain2", "tke_closure"]
+           "strain2", "tke_closure", "face_diffusivities"]
 
 #: use these kernels on NumPy arrays (bit-identical results); ``False`` runs the array-API source
 #: everywhere, e.g. to compare the two in a benchmark (``bench/les_step.py --no-fused``)
@@ -22,10 +22,9 @@ ENABLED = True
 
 
 @numba.njit(parallel=True, fastmath=False, cache=True)
-def _scalar_diffusion(s, K, kconst, dzf, dzh, dx2, dy2, fb, out):  # pragma: no cover - compiled
-    # out[i, j, k]: the tendency at core cell (i, j, k) = block cell (i + 1, j + 1, k). The face
-    # diffusivities are formed from K at the cell centres as subgrid.ScalarDiffusion forms them
-    # (K is unused when kconst >= 0)
+def _scalar_diffusion(s, kx, ky, kz, kconst, dzf, dzh, dx2, dy2, fb, out):  # pragma: no cover - compiled
+    # out[i, j, k]: the tendency at core cell (i, j, k) = block cell (i + 1, j + 1, k). kx, ky, kz
+    # are the face diffusivities (shapes as in subgrid.ScalarDiffusion) or unused when kconst >= 0
     ni, nj, nz = out.shape
     for i in numba.prange(ni):
         for j in range(nj):
@@ -37,25 +36,18 @@ def _scalar_diffusion(s, K, kconst, dzf, dzh, dx2, dy2, fb, out):  # pragma: no 
                     fyp = kconst * (s[i + 1, j + 2, k] - c)
                     fym = kconst * (c - s[i + 1, j, k])
                 else:
-                    kc = K[i + 1, j + 1, k]
-                    fxp = 0.5 * (K[i + 2, j + 1, k] + kc) * (s[i + 2, j + 1, k] - c)
-                    fxm = 0.5 * (kc + K[i, j + 1, k]) * (c - s[i, j + 1, k])
-                    fyp = 0.5 * (K[i + 1, j + 2, k] + kc) * (s[i + 1, j + 2, k] - c)
-                    fym = 0.5 * (kc + K[i + 1, j, k]) * (c - s[i + 1, j, k])
+                    fxp = kx[i + 1, j, k] * (s[i + 2, j + 1, k] - c)
+                    fxm = kx[i, j, k] * (c - s[i, j + 1, k])
+                    fyp = ky[i, j + 1, k] * (s[i + 1, j + 2, k] - c)
+                    fym = ky[i, j, k] * (c - s[i + 1, j, k])
                 t = (fxp - fxm) / dx2 + (fyp - fym) / dy2
                 if k + 1 < nz:
-                    if kconst >= 0.0:
-                        kk = kconst
-                    else:
-                        kk = (dzf[k + 1] * K[i + 1, j + 1, k] + dzf[k] * K[i + 1, j + 1, k + 1]) / (2.0 * dzh[k + 1])
+                    kk = kconst if kconst >= 0.0 else kz[i, j, k]
                     gp = kk * (s[i + 1, j + 1, k + 1] - c) / dzh[k + 1]
                 else:
                     gp = 0.0
                 if k > 0:
-                    if kconst >= 0.0:
-                        kk = kconst
-                    else:
-                        kk = (dzf[k] * K[i + 1, j + 1, k - 1] + dzf[k - 1] * K[i + 1, j + 1, k]) / (2.0 * dzh[k])
+                    kk = kconst if kconst >= 0.0 else kz[i, j, k - 1]
                     gm = kk * (c - s[i + 1, j + 1, k - 1]) / dzh[k]
                 else:
                     gm = -fb[i + 1, j + 1] if fb.shape[0] > 0 else 0.0
@@ -66,15 +58,42 @@ _EMPTY2 = np.zeros((0, 0))
 _EMPTY3 = np.zeros((0, 0, 0))
 
 
-def scalar_diffusion(s, K, dzf, dzh, dx2: float, dy2: float, flux_bottom=None):
+def scalar_diffusion(s, kx, ky, kz, dzf, dzh, dx2: float, dy2: float, flux_bottom=None):
     """The core-shaped tendency ``div(K grad s)`` (see ``subgrid.ScalarDiffusion``) in one pass.
-    ``K``: the diffusivity at the cell centres (a block array), or one float. Local."""
+    ``kx``, ``ky``, ``kz``: the face diffusivities, or one float for all. Local."""
     out = np.empty((s.shape[0] - 2, s.shape[1] - 2, s.shape[2]))
-    const = isinstance(K, float)
+    const = isinstance(kx, float)
     fb = _EMPTY2 if flux_bottom is None else np.ascontiguousarray(flux_bottom, dtype=np.float64)
-    _scalar_diffusion(s, _EMPTY3 if const else K, float(K) if const else -1.0, dzf, dzh, float(dx2),
-                      float(dy2), fb, out)
+    _scalar_diffusion(s, _EMPTY3 if const else kx, _EMPTY3 if const else ky, _EMPTY3 if const else kz,
+                      float(kx) if const else -1.0, dzf, dzh, float(dx2), float(dy2), fb, out)
     return out
+
+
+@numba.njit(parallel=True, fastmath=False, cache=True)
+def _face_diffusivities(K, dzf, dzh, kx, ky, kz):  # pragma: no cover - compiled
+    # subgrid.ScalarDiffusion's face diffusivities, the same operations
+    nx, ny, nz = K.shape
+    for a in numba.prange(nx - 1):
+        for b in range(ny - 2):
+            for k in range(nz):
+                kx[a, b, k] = 0.5 * (K[a + 1, b + 1, k] + K[a, b + 1, k])
+    for a in numba.prange(nx - 2):
+        for b in range(ny - 1):
+            for k in range(nz):
+                ky[a, b, k] = 0.5 * (K[a + 1, b + 1, k] + K[a + 1, b, k])
+        for b in range(ny - 2):
+            for m in range(nz - 1):
+                kz[a, b, m] = (dzf[m + 1] * K[a + 1, b + 1, m] + dzf[m] * K[a + 1, b + 1, m + 1]) / (2.0 * dzh[m + 1])
+
+
+def face_diffusivities(K, dzf, dzh):
+    """``(kx, ky, kz)`` of ``subgrid.ScalarDiffusion`` from the block array ``K`` in one pass (shared
+    by every field diffused with ``K``). Local."""
+    nx, ny, nz = K.shape
+    kx, ky = np.empty((nx - 1, ny - 2, nz)), np.empty((nx - 2, ny - 1, nz))
+    kz = np.empty((nx - 2, ny - 2, max(nz - 1, 0)))
+    _face_diffusivities(K, dzf, dzh, kx, ky, kz)
+    return kx, ky, kz
 
 
 @numba.njit(inline="always")

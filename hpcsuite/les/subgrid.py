@@ -118,11 +118,13 @@ class ScalarDiffusion:
     @property
     def faces(self):
         """``(kx, ky, kz)``: the diffusivity on the x, y (core rows / columns) and inner z faces
-        (formed on first use: the fused kernel forms them on the fly)."""
+        (formed on first use, once for every field diffused with ``K``)."""
         if self._faces is None:
             K, dzf, dzh = self.K, self.geo.dzf, self.geo.dzh
             if isinstance(K, float):
                 self._faces = (K, K, K)
+            elif _fusable(K, dzf):
+                self._faces = fused.face_diffusivities(K, dzf, dzh)      # the same operations in one pass
             else:
                 kc = _c(K)
                 self._faces = (0.5 * (K[1:, 1:-1, ...] + K[:-1, 1:-1, ...]),
@@ -134,10 +136,10 @@ class ScalarDiffusion:
         """Core-shaped tendency of ``s``; ``flux_bottom`` a 2-D block array of the kinematic surface
         flux (upwards positive) or None (zero flux). Zero flux at the lid."""
         xp, geo = self.xp, self.geo
+        kx, ky, kz = self.faces
         if _fusable(s, geo.dzf) and (isinstance(self.K, (float, np.ndarray))):
             # the same operations in one pass (numba)
-            return fused.scalar_diffusion(s, self.K, geo.dzf, geo.dzh, geo.dx ** 2, geo.dy ** 2, flux_bottom)
-        kx, ky, kz = self.faces
+            return fused.scalar_diffusion(s, kx, ky, kz, geo.dzf, geo.dzh, geo.dx ** 2, geo.dy ** 2, flux_bottom)
         fx = kx * (s[1:, 1:-1, ...] - s[:-1, 1:-1, ...])
         fy = ky * (s[1:-1, 1:, ...] - s[1:-1, :-1, ...])
         t = (fx[1:, ...] - fx[:-1, ...]) / geo.dx ** 2 + (fy[:, 1:, ...] - fy[:, :-1, ...]) / geo.dy ** 2
