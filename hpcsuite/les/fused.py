@@ -14,7 +14,7 @@ import numba
 import numpy as np
 
 __all__ = ["ENABLED", "scalar_diffusion", "momentum_diffusion", "horizontal_advection", "advect_into", "edges",
-           "strain2", "tke_closure", "face_diffusivities"]
+           "strain2", "tke_closure", "face_diffusivities", "rk_update"]
 
 #: use these kernels on NumPy arrays (bit-identical results); ``False`` runs the array-API source
 #: everywhere, e.g. to compare the two in a benchmark (``bench/les_step.py --no-fused``)
@@ -400,3 +400,21 @@ def tke_closure(e12f, thv, zf, grav_thvf, delta, cm, cn, ch1, ch2, e12min, ekmin
     _tke_closure(e12f, thv, zf, grav_thvf, delta, float(cm), float(cn), float(ch1), float(ch2),
                  float(e12min), float(ekmin), *out)
     return tuple(out)
+
+
+@numba.njit(parallel=True, fastmath=False, cache=True)
+def _rk_update(a, start, dt, tend, i0, i1, j0, j1, floor, has_floor):  # pragma: no cover - compiled
+    nz = a.shape[2]
+    for i in numba.prange(i0, i1):
+        for j in range(j0, j1):
+            for k in range(nz):
+                x = start[i, j, k] + dt * tend[i, j, k]
+                a[i, j, k] = _max(x, floor) if has_floor else x
+
+
+def rk_update(a, start, dt: float, tend, interior, floor=None) -> None:
+    """``a[interior] = start[interior] + dt * tend[interior]``, then at least ``floor`` when given
+    (NumPy's maximum), in one pass: the Runge-Kutta stage update of one field. Local."""
+    I, J = interior
+    _rk_update(a, start, float(dt), tend, I.start, I.stop, J.start, J.stop,
+               0.0 if floor is None else float(floor), floor is not None)

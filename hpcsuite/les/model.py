@@ -12,7 +12,10 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from ..runtime import Timers
+from . import fused
 from .timestep import RK3, RK3_TIMES, BlowUp, TimeStepper, locate_blowup
 
 __all__ = ["Model", "PARTS", "build"]
@@ -124,9 +127,12 @@ class Model:
                     term(ctx)
             with self.timers("update"):
                 for n, a in fields.items():
+                    if fused.ENABLED and isinstance(a, np.ndarray):      # the same operations in one pass
+                        fused.rk_update(a, self.start[n], ctx.dt, ctx.tend[n], (I, J), self.floors.get(n))
+                        continue
                     a[I, J, ...] = self.start[n][I, J, ...] + ctx.dt * ctx.tend[n][I, J, ...]
-                for n, lo in self.floors.items():
-                    fields[n][I, J, ...] = ctx.xp.maximum(fields[n][I, J, ...], lo)
+                    if n in self.floors:
+                        a[I, J, ...] = ctx.xp.maximum(a[I, J, ...], self.floors[n])
                 w = fields["w"]
                 w[..., 0] = 0.0
                 w[..., nz] = 0.0
