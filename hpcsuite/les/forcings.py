@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from ..runtime import InputError
+from . import fused
 from .thermo import concat
 
 __all__ = ["Coriolis", "Subsidence", "PrescribedTendencies", "coriolis_parameter", "OMEGA"]
@@ -60,6 +63,13 @@ class Coriolis:
         ug = ctx.profiles.get("ug", 0.0)
         vg = ctx.profiles.get("vg", 0.0)
         I, J, E = _interior(ctx)
+        tu, tv = ctx.tend["u"], ctx.tend["v"]
+        if fused.ENABLED and all(isinstance(a, np.ndarray) for a in (u, v, tu, tv)):
+            nz = u.shape[2]                                   # the same operations in one pass
+            fused.coriolis(u, v, tu, tv, ctx.h, ctx.grid.nxl, ctx.grid.nyl, f, cu, cv,
+                           np.broadcast_to(np.asarray(ug, dtype=np.float64), (nz,)),
+                           np.broadcast_to(np.asarray(vg, dtype=np.float64), (nz,)))
+            return
         im = slice(I.start - 1, I.stop - 1)
         jp, jm = slice(J.start + 1, J.stop + 1), slice(J.start - 1, J.stop - 1)
         ip = slice(I.start + 1, I.stop + 1)
@@ -99,6 +109,10 @@ class Subsidence:
         I, J, E = _interior(ctx)
         for name in names:
             if name not in ctx.fields or name not in ctx.tend:
+                continue
+            if fused.ENABLED and all(isinstance(a, np.ndarray) for a in (ctx.fields[name], ctx.tend[name], wls)):
+                # the same operations in one pass
+                fused.subsidence(ctx.fields[name], ctx.tend[name], ctx.h, ctx.grid.nxl, ctx.grid.nyl, wls, zg.dzh)
                 continue
             s = ctx.fields[name][I, J, E]
             zero = xp.zeros_like(s[..., :1])

@@ -14,7 +14,7 @@ import numba
 import numpy as np
 
 __all__ = ["ENABLED", "scalar_diffusion", "momentum_diffusion", "horizontal_advection", "advect_into", "edges",
-           "strain2", "tke_closure", "face_diffusivities", "rk_update"]
+           "strain2", "tke_closure", "face_diffusivities", "rk_update", "coriolis", "subsidence"]
 
 #: use these kernels on NumPy arrays (bit-identical results); ``False`` runs the array-API source
 #: everywhere, e.g. to compare the two in a benchmark (``bench/les_step.py --no-fused``)
@@ -418,3 +418,40 @@ def rk_update(a, start, dt: float, tend, interior, floor=None) -> None:
     I, J = interior
     _rk_update(a, start, float(dt), tend, I.start, I.stop, J.start, J.stop,
                0.0 if floor is None else float(floor), floor is not None)
+
+
+@numba.njit(parallel=True, fastmath=False, cache=True)
+def _coriolis(u, v, tu, tv, h, nxl, nyl, f, cu, cv, ug, vg):  # pragma: no cover - compiled
+    nz = u.shape[2]
+    for a in numba.prange(nxl):
+        i = h + a
+        for j in range(h, h + nyl):
+            for k in range(nz):
+                v_at_u = 0.25 * (v[i, j, k] + v[i, j + 1, k] + v[i - 1, j, k] + v[i - 1, j + 1, k]) + cv
+                u_at_v = 0.25 * (u[i, j, k] + u[i + 1, j, k] + u[i, j - 1, k] + u[i + 1, j - 1, k]) + cu
+                tu[i, j, k] += f * (v_at_u - vg[k])
+                tv[i, j, k] -= f * (u_at_v - ug[k])
+
+
+def coriolis(u, v, tu, tv, h: int, nxl: int, nyl: int, f: float, cu: float, cv: float, ug, vg) -> None:
+    """Add the Coriolis tendencies of ``forcings.Coriolis`` to ``tu`` and ``tv`` in one pass;
+    ``ug``, ``vg``: the geostrophic wind by level. Local."""
+    _coriolis(u, v, tu, tv, int(h), int(nxl), int(nyl), float(f), float(cu), float(cv), ug, vg)
+
+
+@numba.njit(parallel=True, fastmath=False, cache=True)
+def _subsidence(s, t, h, nxl, nyl, wls, dzh):  # pragma: no cover - compiled
+    nz = s.shape[2]
+    for a in numba.prange(nxl):
+        i = h + a
+        for j in range(h, h + nyl):
+            for k in range(nz):
+                up = (s[i, j, k + 1] - s[i, j, k]) / dzh[k + 1] if k + 1 < nz else 0.0
+                down = (s[i, j, k] - s[i, j, k - 1]) / dzh[k] if k > 0 else 0.0
+                t[i, j, k] -= wls[k] * up if wls[k] < 0 else wls[k] * down
+
+
+def subsidence(s, t, h: int, nxl: int, nyl: int, wls, dzh) -> None:
+    """Subtract ``forcings.Subsidence``'s upwind ``w_ls ds/dz`` from the tendency ``t`` of the
+    field ``s`` in one pass. Local."""
+    _subsidence(s, t, int(h), int(nxl), int(nyl), wls, dzh)
