@@ -14,7 +14,8 @@ import numba
 import numpy as np
 
 __all__ = ["ENABLED", "scalar_diffusion", "momentum_diffusion", "horizontal_advection", "advect_into", "edges",
-           "strain2", "tke_closure", "face_diffusivities", "rk_update", "coriolis", "subsidence"]
+           "strain2", "tke_closure", "face_diffusivities", "rk_update", "coriolis", "subsidence",
+           "projection_rhs", "subtract_gradient"]
 
 #: use these kernels on NumPy arrays (bit-identical results); ``False`` runs the array-API source
 #: everywhere, e.g. to compare the two in a benchmark (``bench/les_step.py --no-fused``)
@@ -455,3 +456,48 @@ def subsidence(s, t, h: int, nxl: int, nyl: int, wls, dzh) -> None:
     """Subtract ``forcings.Subsidence``'s upwind ``w_ls ds/dz`` from the tendency ``t`` of the
     field ``s`` in one pass. Local."""
     _subsidence(s, t, int(h), int(nxl), int(nyl), wls, dzh)
+
+
+@numba.njit(inline="always")
+def _div(u, v, w, i, j, k, dx, dy, rdzf):  # pragma: no cover - compiled
+    return (u[i + 1, j, k] - u[i, j, k]) / dx + (v[i, j + 1, k] - v[i, j, k]) / dy + (w[i, j, k + 1] - w[i, j, k]) * rdzf[k]
+
+
+@numba.njit(parallel=True, fastmath=False, cache=True)
+def _projection_rhs(tu, tv, tw, su, sv, sw, with_start, rdt, h, dx, dy, rdzf, out):  # pragma: no cover
+    nxl, nyl, nz = out.shape
+    for a in numba.prange(nxl):
+        i = h + a
+        for b in range(nyl):
+            j = h + b
+            for k in range(nz):
+                d = _div(tu, tv, tw, i, j, k, dx, dy, rdzf)
+                out[a, b, k] = d + _div(su, sv, sw, i, j, k, dx, dy, rdzf) * rdt if with_start else d
+
+
+def projection_rhs(tend, start, rdt: float, h: int, nxl: int, nyl: int, dx: float, dy: float, rdzf):
+    """The right-hand side of ``pressure.PressureProjection``'s Poisson equation,
+    ``div(tend) + div(start) * rdt`` on the interior (``start`` may be None), in one pass. Local."""
+    out = np.empty((nxl, nyl, tend[0].shape[2]))
+    s = tend if start is None else start
+    _projection_rhs(*tend, *s, start is not None, float(rdt), int(h), float(dx), float(dy), rdzf, out)
+    return out
+
+
+@numba.njit(parallel=True, fastmath=False, cache=True)
+def _subtract_gradient(tu, tv, tw, p, h, nxl, nyl, dx, dy, rdzh):  # pragma: no cover - compiled
+    nz = p.shape[2]
+    for a in numba.prange(nxl):
+        i = h + a
+        for j in range(h, h + nyl):
+            for k in range(nz):
+                tu[i, j, k] -= (p[i, j, k] - p[i - 1, j, k]) / dx
+                tv[i, j, k] -= (p[i, j, k] - p[i, j - 1, k]) / dy
+                if k > 0:
+                    tw[i, j, k] -= (p[i, j, k] - p[i, j, k - 1]) * rdzh[k]
+
+
+def subtract_gradient(tu, tv, tw, p, h: int, nxl: int, nyl: int, dx: float, dy: float, rdzh) -> None:
+    """Subtract ``grad p`` from the momentum tendencies on the interior (``w``: inner levels), as
+    ``pressure.PressureProjection`` does, in one pass. Local."""
+    _subtract_gradient(tu, tv, tw, p, int(h), int(nxl), int(nyl), float(dx), float(dy), rdzh)

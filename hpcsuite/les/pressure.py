@@ -12,7 +12,10 @@ The divergence and gradient are the staggered 2nd-order differences that ``L`` i
 """
 from __future__ import annotations
 
+import numpy as np
+
 from ..solvers.poisson import PoissonFFT
+from . import fused
 
 __all__ = ["PressureProjection", "divergence"]
 
@@ -60,15 +63,24 @@ class PressureProjection:
         ctx.update_halo(tv)
         s = ctx.start
         rdt = 1.0 / ctx.dt
-        rhs = divergence(tu, tv, tw, g, zg)
-        if s:
-            rhs = rhs + divergence(s["u"], s["v"], s["w"], g, zg) * rdt
+        # the fused kernels do the same operations in one pass each
+        fusable = fused.ENABLED and isinstance(tu, np.ndarray) and isinstance(zg.rdzf, np.ndarray)
+        if fusable:
+            rhs = fused.projection_rhs((tu, tv, tw), (s["u"], s["v"], s["w"]) if s else None, rdt, h,
+                                       g.nxl, g.nyl, g.dx, g.dy, zg.rdzf)
+        else:
+            rhs = divergence(tu, tv, tw, g, zg)
+            if s:
+                rhs = rhs + divergence(s["u"], s["v"], s["w"], g, zg) * rdt
         p = xp.zeros_like(tu)                      # a cell-type array (nz levels)
         p[I, J, :] = self.solver.solve(rhs)
         ctx.update_halo(p)
-        tu[I, J, :] -= (p[I, J, ...] - p[h - 1:h - 1 + g.nxl, J, ...]) / g.dx
-        tv[I, J, :] -= (p[I, J, ...] - p[I, h - 1:h - 1 + g.nyl, ...]) / g.dy
-        tw[I, J, 1:nz] -= (p[I, J, 1:] - p[I, J, :-1]) * zg.rdzh[1:nz]
+        if fusable:
+            fused.subtract_gradient(tu, tv, tw, p, h, g.nxl, g.nyl, g.dx, g.dy, zg.rdzh)
+        else:
+            tu[I, J, :] -= (p[I, J, ...] - p[h - 1:h - 1 + g.nxl, J, ...]) / g.dx
+            tv[I, J, :] -= (p[I, J, ...] - p[I, h - 1:h - 1 + g.nyl, ...]) / g.dy
+            tw[I, J, 1:nz] -= (p[I, J, 1:] - p[I, J, :-1]) * zg.rdzh[1:nz]
         ctx.diag["p"] = p
 
     def free(self) -> None:
