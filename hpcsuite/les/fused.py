@@ -254,26 +254,40 @@ def _vertical_flux(phi, Vz, bi, bj, i, j, f, f_lo, f_hi, voff, fifth, wm, wp):  
 
 
 @numba.njit(parallel=True, fastmath=False, cache=True)
-def _advect(tend, phi, Vx, Vy, Vz, h, fifth, dx, dy, f_lo, f_hi, voff, wm, wp, rd, k_lo, k_hi):  # pragma: no cover
-    nxl, nyl = Vy.shape[0], Vx.shape[1]
-    for i in numba.prange(nxl):
-        bi = h + i
+def _advect(tend, phi, Vx, Vy, Vz, h, fifth, dx, dy, f_lo, f_hi, voff, wm, wp, rd, k_lo, k_hi, nchunks):  # pragma: no cover
+    # Every face flux is computed once: the right x face of column i is the left one of i + 1
+    # (carried along i within a chunk of columns; the chunks run in parallel), the right y face
+    # of j the left one of j + 1, and the upper z face of k the lower one of k + 1.
+    nxl, nyl, nk = Vy.shape[0], Vx.shape[1], Vx.shape[2]
+    for c in numba.prange(nchunks):
+        a0, a1 = c * nxl // nchunks, (c + 1) * nxl // nchunks
+        fxl = np.empty((nyl, nk))                       # left x-face fluxes of the current column
+        fyl = np.empty(nk)                              # left y-face fluxes of the current cell
         for j in range(nyl):
-            bj = h + j
-            fm = _vertical_flux(phi, Vz, bi, bj, i, j, k_lo, f_lo, f_hi, voff, fifth, wm, wp)
             for k in range(k_lo, k_hi):
-                vl, vr = Vx[i, j, k], Vx[i + 1, j, k]
-                fl = vl * _face(phi, 0, bi, bj, k, fifth, vl)
-                fr = vr * _face(phi, 0, bi + 1, bj, k, fifth, vr)
-                tx = -(fr - fl) / dx
-                vl, vr = Vy[i, j, k], Vy[i, j + 1, k]
-                fl = vl * _face(phi, 1, bj, bi, k, fifth, vl)
-                fr = vr * _face(phi, 1, bj + 1, bi, k, fifth, vr)
-                ty = -(fr - fl) / dy
-                fp = _vertical_flux(phi, Vz, bi, bj, i, j, k + 1, f_lo, f_hi, voff, fifth, wm, wp)
-                tz = -(fp - fm) * rd[k]
-                tend[bi, bj, k] += (tx + ty) + tz
-                fm = fp
+                vl = Vx[a0, j, k]
+                fxl[j, k] = vl * _face(phi, 0, h + a0, h + j, k, fifth, vl)
+        for i in range(a0, a1):
+            bi = h + i
+            for k in range(k_lo, k_hi):
+                vl = Vy[i, 0, k]
+                fyl[k] = vl * _face(phi, 1, h, bi, k, fifth, vl)
+            for j in range(nyl):
+                bj = h + j
+                fm = _vertical_flux(phi, Vz, bi, bj, i, j, k_lo, f_lo, f_hi, voff, fifth, wm, wp)
+                for k in range(k_lo, k_hi):
+                    vr = Vx[i + 1, j, k]
+                    fr = vr * _face(phi, 0, bi + 1, bj, k, fifth, vr)
+                    tx = -(fr - fxl[j, k]) / dx
+                    fxl[j, k] = fr
+                    vr = Vy[i, j + 1, k]
+                    fr = vr * _face(phi, 1, bj + 1, bi, k, fifth, vr)
+                    ty = -(fr - fyl[k]) / dy
+                    fyl[k] = fr
+                    fp = _vertical_flux(phi, Vz, bi, bj, i, j, k + 1, f_lo, f_hi, voff, fifth, wm, wp)
+                    tz = -(fp - fm) * rd[k]
+                    tend[bi, bj, k] += (tx + ty) + tz
+                    fm = fp
 
 
 def advect_into(tend, phi, Vx, Vy, Vz, h: int, scheme: str, dx: float, dy: float, faces, voff: int,
@@ -285,7 +299,13 @@ def advect_into(tend, phi, Vx, Vy, Vz, h: int, scheme: str, dx: float, dy: float
     of a stretched grid (or None) and ``rd`` the reciprocal layer thicknesses by level. Local."""
     wm, wp = (_EMPTY1, _EMPTY1) if weights is None else weights
     _advect(tend, phi, Vx, Vy, Vz, int(h), scheme == "5th", float(dx), float(dy), int(faces[0]), int(faces[1]),
-            int(voff), wm, wp, rd, int(levels[0]), int(levels[1]))
+            int(voff), wm, wp, rd, int(levels[0]), int(levels[1]), _chunks(Vy.shape[0]))
+
+
+def _chunks(n: int) -> int:
+    """How many chunks of consecutive columns the parallel loops share: a few per thread, so the
+    threads stay balanced, yet long enough that carrying face fluxes along a chunk pays."""
+    return max(1, min(n, 4 * numba.get_num_threads()))
 
 
 _EMPTY1 = np.zeros(0)
