@@ -1,11 +1,13 @@
-"""Fused CPU kernels (numba) for the hottest LES operators, one pass over memory each: the scalar
-and the momentum diffusion of the subgrid closures, and the 2nd/5th-order advection (the
-horizontal flux differences alone, or one field's whole tendency, vertical part included).
+"""Fused CPU kernels (numba) for the hottest LES operators, one pass over memory each: the
+2nd/5th-order advection (one field's whole tendency), the subgrid closure (edge gradients,
+strain rate, TKE length scale and viscosities, face diffusivities, scalar and momentum
+diffusion), Coriolis and subsidence, the pressure projection's divergence and gradient, and the
+Runge-Kutta stage update.
 
-The array-API source in :mod:`hpcsuite.les.subgrid` and :mod:`hpcsuite.les.advection` stays the
-reference and the GPU path; on NumPy arrays these kernels replace it. They perform the same floating-point operations in the same order
-(no fastmath: no reassociation, no FMA contraction), so both paths agree bit for bit, which
-``tests/les/test_fused.py`` checks. Why numba and not more NumPy: a scalar diffusion in NumPy makes
+The array-API source in the term modules (``advection``, ``subgrid``, ``forcings``, ``pressure``,
+``model``) stays the reference and the GPU path; on NumPy arrays these kernels replace it. They
+perform the same floating-point operations in the same order (no fastmath: no reassociation, no
+FMA contraction), so both paths agree bit for bit, which ``tests/les/test_fused.py`` checks. Why numba and not more NumPy: a scalar diffusion in NumPy makes
 about fifteen passes over memory with a fresh temporary each; fused it is one.
 """
 from __future__ import annotations
