@@ -12,6 +12,8 @@ about fifteen passes over memory with a fresh temporary each; fused it is one.
 """
 from __future__ import annotations
 
+import os
+
 import numba
 import numpy as np
 
@@ -20,8 +22,9 @@ __all__ = ["ENABLED", "scalar_diffusion", "momentum_diffusion", "horizontal_adve
            "projection_rhs", "subtract_gradient"]
 
 #: use these kernels on NumPy arrays (bit-identical results); ``False`` runs the array-API source
-#: everywhere, e.g. to compare the two in a benchmark (``bench/les_step.py --no-fused``)
-ENABLED = True
+#: everywhere, e.g. to compare the two in a benchmark (``bench/les_step.py --no-fused``). The
+#: environment variable ``HPCSUITE_LES_FUSED=0`` sets it to ``False`` for a whole run.
+ENABLED = os.environ.get("HPCSUITE_LES_FUSED", "1").strip() != "0"
 
 
 @numba.njit(parallel=True, fastmath=False, cache=True)

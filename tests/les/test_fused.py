@@ -119,3 +119,16 @@ def test_forcings_are_bit_identical_with_and_without_the_fused_kernels(team):
         assert not np.array_equal(out[True]["thl"], start["thl"])
     finally:
         m.free()
+
+
+def test_environment_variable_switches_the_kernels_off():
+    import os
+    import subprocess
+    import sys
+    code = "from hpcsuite.les import fused; print(fused.ENABLED)"
+    for value, expected in (("0", "False"), ("1", "True"), (None, "True")):
+        env = {k: v for k, v in os.environ.items() if k != "HPCSUITE_LES_FUSED"}
+        if value is not None:
+            env["HPCSUITE_LES_FUSED"] = value
+        out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+        assert out.stdout.strip() == expected, (value, out.stdout, out.stderr)
