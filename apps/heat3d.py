@@ -30,6 +30,7 @@ from hpcsuite.runtime.h5io import write_blocks_hdf5
 from hpcsuite.solvers import StencilSolver, heat_coeffs
 
 NAME = "heat3d"
+PARALLEL_HDF5 = True          # its output is written by every rank (runtime.h5io)
 SUMMARY = "3-D heat equation (explicit, periodic, halo exchange), checked against the exact decay"
 
 SCHEMA = dk.Schema({

@@ -31,6 +31,7 @@ from hpcsuite import deck as dk
 from hpcsuite.runtime import EXIT_CHECKPOINTED, EXIT_FAILURE, CheckpointRequest, InputError, Timers, gpu_status
 
 NAME = "les"
+PARALLEL_HDF5 = True          # its output is written by every rank (runtime.h5io)
 SUMMARY = "DALES-style LES: Taylor-Green, advected sine, dry CBL, BOMEX cumulus; CPU or GPU, 2-D decomposition"
 
 SCHEMES = ("2nd", "5th")

@@ -39,9 +39,10 @@ import numpy as np
 
 from hpcsuite import deck as dk
 from hpcsuite.runtime import block_range
-from hpcsuite.runtime.h5io import atomic_parallel_file, h5py_empty_space
+from hpcsuite.runtime.h5io import atomic_parallel_file, collective, h5py_empty_space, open_parallel
 
 NAME = "tomo"
+PARALLEL_HDF5 = True          # its output is written by every rank (runtime.h5io)
 SUMMARY = "Savu-style tomography pipeline (dark/flat, ring filter, FBP) with intermediates in RAM staging"
 
 STORE_BACKENDS = ("tmpfs", "rados", "s3", "cephfs", "disk")
@@ -210,7 +211,7 @@ class Intermediates:
             with atomic_parallel_file(path, self.team) as f:
                 for key, block in fields.items():
                     dset = f.create_dataset(key, shape=(nz,) + block.shape[1:], dtype=block.dtype)
-                    with dset.collective:
+                    with collective(dset):
                         if block.shape[0]:
                             dset[self.s0:self.s1] = block
                         else:
@@ -234,12 +235,11 @@ class Intermediates:
         t0 = time.perf_counter()
         out = {}
         if self.layout == "hdf5":
-            import h5py
-            with h5py.File(self.store.path(self._h5name(plugin)), "r", driver="mpio", comm=self.team.comm) as f:
+            with open_parallel(self.store.path(self._h5name(plugin)), "r", self.team) as f:
                 for key in keys:
                     dset = f[key]
                     out[key] = np.empty((self.s1 - self.s0,) + dset.shape[1:], dset.dtype)
-                    with dset.collective:
+                    with collective(dset):
                         if self.s1 > self.s0:
                             out[key][...] = dset[self.s0:self.s1]
                         else:
@@ -360,7 +360,7 @@ def _write_result(deck, team, inter, recon, phantom, s0, err) -> None:
                         "angles": ph.angles, "ranks": team.size, "run": inter.run})
         for key, block in (("recon", recon), ("phantom", phantom.astype(np.float32))):
             dset = f.create_dataset(key, shape=(ph.slices, n, n), dtype=np.float32)
-            with dset.collective:
+            with collective(dset):
                 if block.shape[0]:
                     dset[s0:s0 + block.shape[0]] = block
                 else:

@@ -12,5 +12,5 @@ dl() { "$py" -m pip download -q --no-deps --only-binary=:all: --python-version 3
          "${plat[@]}" -d .whl "$@"; }
 dl mpich mpi4py
 # pure-Python ones as universal wheels (python-hostlist is published as an sdist only)
-"$py" -m pip wheel -q --no-deps -w .whl array-api-compat array-api-strict python-hostlist pytest-mpi
+"$py" -m pip wheel -q --no-deps -w .whl array-api-compat array-api-strict python-hostlist pytest-mpi tomli-w
 du -sh .whl; ls .whl

@@ -73,7 +73,8 @@ def main() -> int:
     cells = shape[0] * shape[1] * shape[2]
     size = COMM.Get_size()
     how = ("glibc malloc defaults" if args.malloc_default else "malloc thresholds raised") + \
-        (", array-API source" if args.no_fused else ", fused kernels")
+        (", array-API source on CuPy" if args.device == "gpu" else
+         ", array-API source" if args.no_fused else ", fused kernels")
     tab = Table(f"LES step, BOMEX-like {'x'.join(map(str, shape))}, {args.device}, median of {args.steps} "
                 f"(threads per rank {THREADS}; {how})",
                 ["scheme", "s/step", "Mcell/s", "Mcell/s/rank"] + [f"%{k}" for k in SHOWN])

@@ -24,6 +24,7 @@ from types import ModuleType
 
 from . import deck as dk
 from .runtime import InputError, Logger, Team, agree, guarded
+from .runtime.h5io import require_parallel_h5py
 from .runtime.malloc import keep_freed_memory
 from .runtime.threads import fit_threads
 
@@ -75,6 +76,8 @@ def _validate_local(path: str, team: Team, overrides: tuple = ()):
         deck = dk.parse(raw, app.SCHEMA, path)
         if hasattr(app, "check"):
             app.check(deck, team)
+        if getattr(app, "PARALLEL_HDF5", False):   # refused before the run, not at its first output
+            require_parallel_h5py(team, f"{path}: the {name} application")
     except dk.DeckError as exc:
         raise dk.DeckError(_blame_override(str(exc), overrides)) from None
     return app, deck

@@ -14,6 +14,8 @@ import numpy as np
 KERNEL_SIG = re.compile(r'extern "C" __global__ void (\w+)\((.*?)\)\s*\{', re.S)
 
 HARNESS = """
+#include <cmath>
+using std::exp; using std::fmax;
 struct Dim3 { unsigned x, y, z; };
 static Dim3 blockIdx, threadIdx, blockDim;
 #define __global__
@@ -49,7 +51,8 @@ class EmulatedKernel:
 
     def __call__(self, grid, block, args):
         assert len(args) == len(self.params)
-        cargs = [ctypes.c_uint(int(x)) for x in (*grid, *block)]
+        pad = lambda t: tuple(t) + (1,) * (3 - len(t))      # noqa: E731 - CuPy takes 1 to 3 dims
+        cargs = [ctypes.c_uint(int(x)) for x in (*pad(grid), *pad(block))]
         for (ptype, pname), a in zip(self.params, args):
             base = ptype.replace("const", "").replace("__restrict__", "").strip()
             if base.endswith("*"):

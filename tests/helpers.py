@@ -1,5 +1,6 @@
 """Helpers shared by the tests (importable as ``helpers``; conftest files are not modules to import)."""
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -7,8 +8,21 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 VENV_BIN = Path(sys.executable).parent
-MPIEXEC = str(VENV_BIN / "mpiexec") if (VENV_BIN / "mpiexec").exists() else "mpiexec.mpich"
-HPCSUITE = str(VENV_BIN / "hpcsuite")
+
+
+def _program(name: str, *fallbacks: str) -> str:
+    # the venv's own first (scripts/setup.sh installs there); else the PATH's, as on a machine whose
+    # Python is not ours (bench/gpu_check.sh on a lent GPU machine puts its MPICH and launcher there)
+    if (VENV_BIN / name).exists():
+        return str(VENV_BIN / name)
+    for n in (*fallbacks, name):
+        if shutil.which(n):
+            return shutil.which(n)
+    return str(VENV_BIN / name)
+
+
+MPIEXEC = _program("mpiexec", "mpiexec.mpich")
+HPCSUITE = _program("hpcsuite")
 
 
 def run_cmd(args, nranks: int | None = None, timeout: float = 120, cwd=None, env=None):

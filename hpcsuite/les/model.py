@@ -16,7 +16,7 @@ import numpy as np
 
 from ..runtime import Timers
 from . import fused
-from .timestep import RK3, RK3_TIMES, BlowUp, TimeStepper, locate_blowup
+from .timestep import RK3, RK3_TIMES, BlowUp, TimeStepper, locate_blowup, whole_max
 
 __all__ = ["Model", "PARTS", "build"]
 
@@ -80,7 +80,7 @@ class Model:
         eddy = [d[n] for n in ("ekm", "ekh") if n in d]
         if eddy:
             I, J = self.ctx.grid.interior
-            k = max(k, max(float(xp.max(e[I, J, ...])) for e in eddy))
+            k = max(k, max(float(whole_max(xp, e[I, J, ...])) for e in eddy))
         elif self.k_restart is not None:
             k = max(k, self.k_restart)
         return k

@@ -27,6 +27,7 @@ from types import SimpleNamespace
 import numpy as np
 
 from ..runtime import InputError
+from . import gpukernels
 
 __all__ = ["RD", "RV", "CP", "LV", "GRAV", "P0", "EP", "esat", "qsat", "saturation_adjust",
            "virtual_theta", "base_state", "horizontal_mean", "horizontal_sums", "add_buoyancy",
@@ -276,8 +277,12 @@ class Thermo:
 
     def __call__(self, ctx) -> None:
         xp, f = ctx.xp, ctx.fields
-        ql, T = saturation_adjust(xp, f["thl"], f["qt"], ctx.base.presf, ctx.base.exnf)
-        thv = virtual_theta(f["thl"], f["qt"], ql, ctx.base.exnf)
+        thl, qt, presf, exnf = f["thl"], f["qt"], ctx.base.presf, ctx.base.exnf
+        if gpukernels.usable(thl, qt, presf, exnf) and presf.shape == exnf.shape == thl.shape[-1:]:
+            ql, T, thv = gpukernels.thermo(xp, thl, qt, presf, exnf, _NEWTON)     # one pass
+        else:
+            ql, T = saturation_adjust(xp, thl, qt, presf, exnf)
+            thv = virtual_theta(thl, qt, ql, exnf)
         _finish(ctx, ql, T, thv, self.buoyancy)
 
 

@@ -44,9 +44,20 @@ def local_rates(ctx):
     au = xp.abs(f["u"][I, J, ...])
     av = xp.abs(f["v"][I, J, ...])
     aw = xp.abs(f["w"][I, J, 1:])                    # the top face of each cell (zero at the lid)
-    rate = xp.max(au / g.dx + av / g.dy + aw * zg.rdzh[1:])
-    total = sum(xp.sum(a[I, J, ...]) for a in f.values())
+    rate = whole_max(xp, au / g.dx + av / g.dy + aw * zg.rdzh[1:])
+    total = sum(xp.sum(xp.sum(a[I, J, ...], axis=-1)) for a in f.values())
     return rate, total
+
+
+def whole_max(xp, a):
+    """The largest element of ``a`` (a device scalar). Local.
+
+    Reduced along the last axis first: CuPy reduces a whole array with one thread block, which
+    takes milliseconds on a large grid (a fifth of an LES step at 512 x 512 x 128 on an H200), while
+    a reduction with many outputs spreads over the whole GPU. The maximum does not depend on the
+    order, so the result is the same on every backend.
+    """
+    return xp.max(xp.max(a, axis=-1)) if getattr(a, "ndim", 0) > 1 else xp.max(a)
 
 
 class TimeStepper:

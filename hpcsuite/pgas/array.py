@@ -656,7 +656,7 @@ def from_numpy(arr, dist=BLOCKED, root: int | None = 0, team: Team | None = None
     a = DistArray(shape, dtype, dist=dist, team=team, **kw)
     p = a.pattern
     if root is None:
-        a.local[...] = p.local_to_storage(_take(arr, p, team.rank))
+        a.local[...] = a.device.asarray(p.local_to_storage(_take(arr, p, team.rank)))
     else:
         if team.rank == root:
             arr = np.asarray(arr)
@@ -669,6 +669,6 @@ def from_numpy(arr, dist=BLOCKED, root: int | None = 0, team: Team | None = None
             send = None
         recv = np.empty(p.local_size(team.rank), dtype=dtype)
         observed(team, "Scatterv", recv.nbytes, team.comm.Scatterv, send, recv, root=root)
-        a.local[...] = p.local_to_storage(recv.reshape(p.local_shape(team.rank)))
+        a.local[...] = a.device.asarray(p.local_to_storage(recv.reshape(p.local_shape(team.rank))))
     a.team.barrier()
     return a

@@ -36,7 +36,7 @@ from pathlib import Path
 import numpy as np
 
 from ..runtime import Team
-from ..runtime.h5io import atomic_parallel_file
+from ..runtime.h5io import atomic_parallel_file, open_parallel
 from .array import DistArray, mpi_type
 from .dist import BLOCKED, NONE
 from .pattern import Pattern
@@ -166,7 +166,9 @@ def _memory(a: DistArray, for_read: bool):
     return buf, space
 
 
-def _collective_dxpl():
+def _collective_dxpl(dset):
+    if dset.file.driver != "mpio":                 # one rank, plain file (runtime.h5io.open_parallel)
+        return None
     from h5py import h5fd, h5p
 
     dxpl = h5p.create(h5p.DATASET_XFER)
@@ -179,7 +181,7 @@ def _write_direct(dset, a: DistArray) -> None:
     buf, mspace = _memory(a, for_read=False)
     fspace = dset.id.get_space()
     _select_owned(fspace, a.pattern, a.team.rank)
-    dset.id.write(mspace, fspace, buf, dxpl=_collective_dxpl())
+    dset.id.write(mspace, fspace, buf, dxpl=_collective_dxpl(dset))
 
 
 def _read_direct(dset, a: DistArray) -> None:
@@ -187,7 +189,7 @@ def _read_direct(dset, a: DistArray) -> None:
     buf, mspace = _memory(a, for_read=True)
     fspace = dset.id.get_space()
     _select_owned(fspace, a.pattern, a.team.rank)
-    dset.id.read(mspace, fspace, buf, dxpl=_collective_dxpl())
+    dset.id.read(mspace, fspace, buf, dxpl=_collective_dxpl(dset))
     if a.pattern.tiled and a.pattern.local_size(a.team.rank):
         a._seg.array[...] = a.pattern.local_to_storage(buf)
 
@@ -415,9 +417,7 @@ def save_hdf5(a: DistArray, path, name: str, attrs: Mapping | None = None, mode:
         with atomic_parallel_file(path, team) as f:
             _write_dataset(f, a, name, attrs)
     else:
-        import h5py
-
-        with h5py.File(path, "r+", driver="mpio", comm=team.comm) as f:
+        with open_parallel(path, "r+", team) as f:
             if name in f:
                 del f[name]
             _write_dataset(f, a, name, attrs)
@@ -469,9 +469,7 @@ def load_hdf5(path, name: str, dist=BLOCKED, team: Team | None = None, grid=None
         a = DistArray(shape, np.dtype(dstr), dist=dist, team=team, grid=grid, **kw)
     except ValueError as exc:
         raise ValueError(f"load_hdf5: dataset {name!r} of {path} (shape {shape}): {exc}") from None
-    import h5py
-
-    with h5py.File(path, "r", driver="mpio", comm=team.comm) as f:
+    with open_parallel(path, "r", team) as f:
         _read(f[name], a)
     a.update_device() if a.device.is_gpu else a.sync()   # other ranks may read it one-sided at once
     return a

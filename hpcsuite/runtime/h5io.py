@@ -1,6 +1,8 @@
 """Collective parallel-HDF5 output that is complete or absent.
 
 Every rank writes its own block of each dataset through the ``mpio`` driver in one collective call.
+On one rank the file is a plain one, so a serial h5py (one built without MPI) works there too; on
+more ranks a serial h5py is refused with one clear error, the same on every rank.
 The file is written under a temporary name in the destination folder and renamed when it is closed,
 so a reader (or a crashed job) never sees a half-written file under the final name.
 """
@@ -14,12 +16,44 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-__all__ = ["atomic_parallel_file", "write_blocks_hdf5"]
+__all__ = ["atomic_parallel_file", "collective", "open_parallel", "require_parallel_h5py",
+           "write_blocks_hdf5"]
+
+
+def require_parallel_h5py(team, what) -> None:
+    """Raise ``InputError`` (on every rank alike) when ``team`` has several ranks and h5py was built
+    without MPI, so ``what`` (a file, a deck) cannot be read or written in parallel. Local."""
+    import h5py
+
+    if team.size > 1 and not h5py.get_config().mpi:
+        from .errors import InputError
+        raise InputError(f"{what}: parallel HDF5 on {team.size} ranks needs h5py built with MPI, but this "
+                         f"h5py is serial; run on 1 rank, or use the suite's environment "
+                         f"(scripts/setup.sh builds h5py against parallel HDF5)")
+
+
+def open_parallel(path, mode: str, team):
+    """``h5py.File(path, mode)`` opened by every rank of ``team``. Collective.
+
+    The ``mpio`` driver on several ranks; a plain file on one (so a serial h5py works there).
+    """
+    import h5py
+
+    if team.size == 1:
+        return h5py.File(path, mode)
+    require_parallel_h5py(team, path)
+    return h5py.File(path, mode, driver="mpio", comm=team.comm)
+
+
+def collective(dset):
+    """``with collective(dset):`` makes the transfers inside collective on an ``mpio`` file; on a
+    plain (one-rank) file it does nothing."""
+    return dset.collective if dset.file.driver == "mpio" else contextlib.nullcontext()
 
 
 @contextlib.contextmanager
 def atomic_parallel_file(path: str | os.PathLike, team):
-    """Open ``path`` for writing with the ``mpio`` driver under a temporary name. Collective.
+    """Open ``path`` for writing (:func:`open_parallel`) under a temporary name. Collective.
 
     Yields the open ``h5py.File``; on a clean exit it is closed on every rank and renamed to
     ``path`` by rank 0 (``os.replace``: atomic on one filesystem) before any rank returns. On an
@@ -27,8 +61,6 @@ def atomic_parallel_file(path: str | os.PathLike, team):
     failed): the abort path (see ``runtime.errors``) ends the job, ``path`` is untouched and only the
     hidden temporary remains.
     """
-    import h5py
-
     final = Path(path)
     tmp = err = None
     if team.rank == 0:
@@ -40,7 +72,7 @@ def atomic_parallel_file(path: str | os.PathLike, team):
     tmp, err = team.bcast((tmp, err))
     if err:                               # the same error on every rank, nothing hangs
         raise OSError(err)
-    f = h5py.File(tmp, "w", driver="mpio", comm=team.comm)
+    f = open_parallel(tmp, "w", team)
     yield f
     f.close()
     team.barrier()                       # every rank has closed (and flushed) its part
@@ -76,7 +108,7 @@ def write_blocks_hdf5(path: str | os.PathLike, team, global_shape: Sequence[int]
             block = np.ascontiguousarray(block)
             dset = f.create_dataset(name, shape=tuple(global_shape), dtype=block.dtype)
             sel = tuple(slice(s, s + m) for s, m in zip(starts, block.shape))
-            with dset.collective:
+            with collective(dset):
                 if block.size:
                     dset[sel] = block
                 else:  # a rank without data still takes part in the collective write

@@ -36,6 +36,8 @@ import math
 
 import numpy as np
 
+from . import thomas
+
 __all__ = ["PoissonFFT", "laplacian_eigenvalues", "pencil_grid", "choose_layout"]
 
 
@@ -190,11 +192,15 @@ class PoissonFFT:
             prev = cp[k]
         put = lambda arr: self.xp.asarray(np.ascontiguousarray(arr))    # noqa: E731
         self._m, self._cp, self._a = put(m), put(cp), [float(x) for x in a]
+        self._a_dev = put(a)                     # for the GPU kernel (solvers.thomas)
 
     # ------------------------------------------------------------------ the solve
     def _tridiag(self, f):
         """Solve every z-column of ``f`` (local ``(kx, ky, nz)`` complex block) in place. Local."""
         xp, nz = self.xp, self.shape[2]
+        if thomas.usable(f, self._m, self._cp, self._a_dev):   # one GPU kernel, not 4 nz launches
+            thomas.thomas_columns(f, self._m, self._cp, self._a_dev)
+            return f
         d = xp.moveaxis(f, 2, 0)                 # (nz, kx, ky) view
         m, cp, a = self._m, self._cp, self._a
         d[0] = d[0] * m[0]

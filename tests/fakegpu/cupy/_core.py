@@ -52,9 +52,9 @@ class ndarray(NDArrayOperatorsMixin):
         return wrap(self._a[_index(key)])
 
     def __setitem__(self, key, value):
-        if isinstance(value, np.ndarray):
-            _moved("to_device", value)
-        self._a[_index(key)] = unwrap(value)        # host values are copied in, as in CuPy
+        if isinstance(value, np.ndarray) and value.ndim:  # CuPy 14: copy in with cupy.asarray first
+            raise ValueError("non-scalar numpy.ndarray cannot be used for fill")
+        self._a[_index(key)] = unwrap(value)
 
     def __len__(self):
         return len(self._a)

@@ -1,0 +1,100 @@
+"""Where the GPU time of an LES step or a stencil-solver run goes, function by function.
+
+CuPy launches kernels asynchronously, so a Python profile of a GPU run charges the time to whatever
+waits next. With ``CUPY_LAUNCH_BLOCKING=1`` (set here before CuPy is imported) every launch waits for
+its kernel, and cProfile's cumulative times become GPU times per function (plus launch overhead,
+which is what a small grid is made of). Also prints the step's timers (asynchronous run) by part.
+
+    python bench/gpu_profile.py les --shape 512 512 128 --scheme 2nd
+    python bench/gpu_profile.py stencil --n 256
+    PYTHONPATH=tests/fakegpu python bench/gpu_profile.py les --shape 32 32 16   # the stand-in
+
+One process; prints the top functions of the hpcsuite package by cumulative time.
+"""
+from __future__ import annotations
+
+import argparse
+import cProfile
+import io
+import os
+import pstats
+import sys
+
+
+def les(args) -> None:
+    from hpcsuite.les.model import bomex_like, time_steps
+    from hpcsuite.runtime import Team, Timers
+    team = Team.world()
+    timers = Timers()
+    m = bomex_like(tuple(args.shape), team, device="gpu", scheme=args.scheme, timers=timers)
+    timers._sync = m.store.arrays["u"].device.synchronize
+    m.step()
+    if args.blocking:
+        prof = cProfile.Profile()
+        prof.enable()
+        for _ in range(args.steps):
+            m.step()
+        m.store.arrays["u"].device.synchronize()
+        prof.disable()
+        show(prof, args.steps, args.top)
+    else:
+        timers.total.clear()
+        timers.calls.clear()
+        t = time_steps(m, team, args.steps)
+        print(f"# seconds per step (median of {args.steps}): {sorted(t)[len(t) // 2]:.4f}; by timer:")
+        for name, v in sorted(timers.summary(team).items(), key=lambda kv: -kv[1]["max"]):
+            print(f"  {name:22s} {v['max'] / (args.steps + 1):.4f} s/step")
+    m.free()
+
+
+def stencil(args) -> None:
+    import numpy as np
+
+    from hpcsuite import pgas
+    from hpcsuite.runtime import Team
+    from hpcsuite.solvers import StencilSolver, heat_coeffs
+    n, team = args.n, Team.world()
+    s = StencilSolver((n, n, n), "7", heat_coeffs(1.0, 1e-6, (1 / n,) * 3), team=team, depth=1,
+                      backend="gpu")
+    u0 = pgas.zeros((n, n, n), team=team)
+    u0.local[...] = np.random.default_rng(1).random(u0.local.shape)
+    s.run(u0, args.steps)
+    prof = cProfile.Profile()
+    prof.enable()
+    s.run(u0, args.steps)
+    prof.disable()
+    show(prof, 1, args.top)
+
+
+def show(prof, per: int, top: int) -> None:
+    out = io.StringIO()
+    st = pstats.Stats(prof, stream=out)
+    st.sort_stats("cumulative").print_stats("hpcsuite", top)
+    print(f"# cProfile, CUPY_LAUNCH_BLOCKING={os.environ.get('CUPY_LAUNCH_BLOCKING')}, "
+          f"totals over {per} repetition(s)")
+    print("   ncalls" + out.getvalue().split("ncalls", 1)[-1][:12000])
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = ap.add_subparsers(dest="what", required=True)
+    a = sub.add_parser("les", help="BOMEX-like LES steps")
+    a.add_argument("--shape", type=int, nargs=3, default=[512, 512, 128])
+    a.add_argument("--scheme", default="2nd", choices=["2nd", "5th"])
+    a.add_argument("--steps", type=int, default=2)
+    b = sub.add_parser("stencil", help="the deep-halo stencil solver (7-point heat)")
+    b.add_argument("--n", type=int, default=256)
+    b.add_argument("--steps", type=int, default=20)
+    for p in (a, b):
+        p.add_argument("--top", type=int, default=40, help="functions shown")
+        p.add_argument("--timers-only", dest="blocking", action="store_false",
+                       help="(les) only the asynchronous run's timers, no blocking profile")
+    args = ap.parse_args()
+    {"les": les, "stencil": stencil}[args.what](args)
+    return 0
+
+
+if __name__ == "__main__":
+    if "--timers-only" not in sys.argv:
+        os.environ.setdefault("CUPY_LAUNCH_BLOCKING", "1")    # before CuPy is imported
+    sys.exit(main())

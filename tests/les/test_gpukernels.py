@@ -1,0 +1,92 @@
+"""The LES's own CUDA kernels (saturation adjustment, hpcsuite.les.gpukernels; the Poisson solver's
+Thomas columns, hpcsuite.solvers.thomas) against the array-API source they replace, on the GPU or on
+the CuPy stand-in (tests/fakegpu: the kernels compiled for the CPU with g++); skipped without
+either. The whole GPU step against the CPU step is tests/les/test_dynamics_gpu.py."""
+import numpy as np
+import pytest
+
+from hpcsuite.runtime import gpu_status
+
+ok, why = gpu_status()
+pytestmark = pytest.mark.skipif(not ok, reason=f"no GPU: {why}")
+
+
+def _moist_state(cupy, shape, seed=0):
+    """thl, qt, presf, exnf of a cloudy column set: saturated and unsaturated cells side by side."""
+    rng = np.random.default_rng(seed)
+    nz = shape[-1]
+    presf = np.linspace(1.015e5, 6.0e4, nz)
+    exnf = (presf / 1.0e5) ** (287.04 / 1004.0)
+    thl = 297.0 + 8.0 * np.linspace(0, 1, nz) + rng.uniform(-1.5, 1.5, shape)
+    qt = 0.017 - 0.012 * np.linspace(0, 1, nz) + rng.uniform(-0.004, 0.004, shape)
+    return tuple(cupy.asarray(a) for a in (thl, qt, presf, exnf))
+
+
+def test_cuda_thermo_kernel_matches_the_array_api_source():
+    import cupy
+
+    from hpcsuite.les import gpukernels, thermo
+    thl, qt, presf, exnf = _moist_state(cupy, (7, 5, 40))
+    ql, T, thv = (cupy.asnumpy(a) for a in gpukernels.thermo(cupy, thl, qt, presf, exnf, thermo._NEWTON))
+    ql0, T0 = thermo.saturation_adjust(cupy, thl, qt, presf, exnf)
+    thv0 = cupy.asnumpy(thermo.virtual_theta(thl, qt, ql0, exnf))
+    ql0, T0 = cupy.asnumpy(ql0), cupy.asnumpy(T0)
+    cloudy = ql0 > 0
+    assert 0.05 < cloudy.mean() < 0.95                 # both branches are exercised
+    assert np.array_equal(ql == 0, ~cloudy)            # exactly zero where unsaturated
+    # the same operations; only exp may differ in the last bits between the kernel and the library
+    assert np.abs(ql - ql0).max() <= 1e-12 * ql0.max()
+    assert np.abs(T - T0).max() <= 1e-12 * 300
+    assert np.abs(thv - thv0).max() <= 1e-12 * 300
+    # and against NumPy on the host (which iterates on the saturated points only)
+    qlh, Th = thermo.saturation_adjust(np, *(cupy.asnumpy(a) for a in (thl, qt, presf, exnf)))
+    assert np.abs(ql - qlh).max() <= 1e-12 * qlh.max() and np.abs(T - Th).max() <= 1e-12 * 300
+
+
+def test_cuda_thermo_term_uses_the_kernel_and_can_be_turned_off(monkeypatch):
+    import cupy
+
+    from hpcsuite.les import fused, gpukernels
+    thl, qt, presf, exnf = _moist_state(cupy, (6, 4, 12), seed=1)
+    calls = []
+    real = gpukernels.thermo
+    monkeypatch.setattr(gpukernels, "thermo", lambda *a: calls.append(1) or real(*a))
+    from hpcsuite.les.model import bomex_like
+    from hpcsuite.runtime import Team
+    m = bomex_like((8, 8, 10), Team.world(), device="gpu")
+    m.step()
+    m.free()
+    assert len(calls) == 3                             # once per Runge-Kutta stage
+    assert gpukernels.usable(thl, qt, presf, exnf)
+    assert not gpukernels.usable(thl[:, 1:], qt, presf, exnf)        # a strided view: array-API path
+    assert not gpukernels.usable(cupy.asnumpy(thl), qt, presf, exnf)  # host data: not these kernels
+    monkeypatch.setattr(fused, "ENABLED", False)
+    assert not gpukernels.usable(thl, qt, presf, exnf)
+
+
+def test_cuda_thomas_columns_equal_the_level_loop():
+    import cupy
+
+    from hpcsuite.les.grid import Grid
+    from hpcsuite.runtime import Team
+    from hpcsuite.solvers import thomas
+    from hpcsuite.solvers.poisson import PoissonFFT
+    team = Team.world()                                # one rank: the serial solver
+    zh = np.concatenate(([0.0], np.cumsum(np.linspace(1.0, 2.0, 9))))
+    g = Grid.stretched(12, 10, 12.0, 10.0, zh)
+    solver = PoissonFFT((12, 10, 9), g.dx, g.dy, g.dzf, g.dzh, team, (1, 1), device="gpu", xp=cupy)
+    rng = np.random.default_rng(5)
+    shape = tuple(cupy.asnumpy(solver._m).shape[1:]) + (9,)
+    f = rng.standard_normal(shape) + 1j * rng.standard_normal(shape)
+    a, b = cupy.asarray(f), cupy.asarray(f)
+    assert thomas.usable(a, solver._m, solver._cp, solver._a_dev)
+    solver._tridiag(a)                                 # the kernel
+    thomas.USE_CUDA = False
+    try:
+        solver._tridiag(b)                             # the Python loop over the levels
+    finally:
+        thomas.USE_CUDA = True
+    a, b = cupy.asnumpy(a), cupy.asnumpy(b)
+    assert np.isfinite(a).all() and not np.allclose(a, f)
+    assert np.abs(a - b).max() <= 1e-14 * np.abs(b).max()
+    solver.free()
