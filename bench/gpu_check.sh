@@ -77,7 +77,7 @@ if wanted profile; then     # not in the default list: where the GPU time goes (
   step "profile: the LES step on the GPU by timer (and by function, blocking launches)"
   run 60 "$py" bench/gpu_profile.py les --shape "${large[@]}" --timers-only --steps 2
   run 60 "$py" bench/gpu_profile.py les --shape "${small[@]}" --timers-only --steps 4
-  run 60 "$py" bench/gpu_profile.py les --shape "${small[@]}" --top 30
+  run 60 "$py" bench/gpu_profile.py reductions --shape "${large[@]}" --timers-only
 fi
 
 if wanted les; then

@@ -7,6 +7,7 @@ which is what a small grid is made of). Also prints the step's timers (asynchron
 
     python bench/gpu_profile.py les --shape 512 512 128 --scheme 2nd
     python bench/gpu_profile.py stencil --n 256
+    python bench/gpu_profile.py reductions --shape 512 512 128     # the time-step reductions
     PYTHONPATH=tests/fakegpu python bench/gpu_profile.py les --shape 32 32 16   # the stand-in
 
 One process; prints the top functions of the hpcsuite package by cumulative time.
@@ -47,6 +48,46 @@ def les(args) -> None:
     m.free()
 
 
+def reductions(args) -> None:
+    """Milliseconds of the reductions of the LES time-step choice, on a 3-D interior view."""
+    import time
+
+    import cupy as xp
+    nx, ny, nz = args.shape
+    full = xp.random.random((nx + 6, ny + 6, nz + 1))
+    view = full[3:-3, 3:-3, :nz]
+    cont = xp.ascontiguousarray(view)
+
+    def ms(fn, rep=10):
+        fn()
+        xp.cuda.Device().synchronize()
+        t0 = time.perf_counter()
+        for _ in range(rep):
+            fn()
+        xp.cuda.Device().synchronize()
+        return 1e3 * (time.perf_counter() - t0) / rep
+    cases = {
+        "max(view)": lambda: xp.max(view), "max(max(view, -1))": lambda: xp.max(xp.max(view, axis=-1)),
+        "sum(view)": lambda: xp.sum(view), "sum(sum(view, -1))": lambda: xp.sum(xp.sum(view, axis=-1)),
+        "max(contiguous)": lambda: xp.max(cont), "sum(contiguous)": lambda: xp.sum(cont),
+        "abs(view)": lambda: xp.abs(view), "view / 2 + view": lambda: view / 2.0 + view,
+        "max(view, -1)": lambda: xp.max(view, axis=-1),
+    }
+    print(f"# reductions on a {nx}x{ny}x{nz} interior view of a halo block (ms, mean of 10)")
+    for name, fn in cases.items():
+        print(f"  {name:22s} {ms(fn):8.3f}")
+    from hpcsuite.les.model import bomex_like
+    from hpcsuite.runtime import Team
+    m = bomex_like((nx, ny, nz), Team.world(), device="gpu")
+    m.step()
+    ctx = m.ctx
+    from hpcsuite.les.timestep import local_rates
+    print(f"  {'local_rates(ctx)':22s} {ms(lambda: local_rates(ctx)):8.3f}")
+    print(f"  {'rates (with floats)':22s} {ms(lambda: m.stepper.rates(ctx, 1.0)):8.3f}")
+    print(f"  {'k_max()':22s} {ms(lambda: m.k_max()):8.3f}")
+    m.free()
+
+
 def stencil(args) -> None:
     import numpy as np
 
@@ -82,6 +123,10 @@ def main() -> int:
     a.add_argument("--shape", type=int, nargs=3, default=[512, 512, 128])
     a.add_argument("--scheme", default="2nd", choices=["2nd", "5th"])
     a.add_argument("--steps", type=int, default=2)
+    r = sub.add_parser("reductions", help="the reductions of the LES time-step choice")
+    r.add_argument("--shape", type=int, nargs=3, default=[512, 512, 128])
+    r.add_argument("--top", type=int, default=0)
+    r.add_argument("--timers-only", dest="blocking", action="store_false")
     b = sub.add_parser("stencil", help="the deep-halo stencil solver (7-point heat)")
     b.add_argument("--n", type=int, default=256)
     b.add_argument("--steps", type=int, default=20)
@@ -90,7 +135,7 @@ def main() -> int:
         p.add_argument("--timers-only", dest="blocking", action="store_false",
                        help="(les) only the asynchronous run's timers, no blocking profile")
     args = ap.parse_args()
-    {"les": les, "stencil": stencil}[args.what](args)
+    {"les": les, "stencil": stencil, "reductions": reductions}[args.what](args)
     return 0
 
 

@@ -55,13 +55,14 @@ def _kernel():
 
 
 def usable(f, *factors) -> bool:
-    """Whether :func:`thomas_columns` applies: ``USE_CUDA``, ``f`` a C-contiguous complex128 CuPy
-    array and the factors C-contiguous float64 CuPy arrays."""
+    """Whether :func:`thomas_columns` applies: ``USE_CUDA``, ``f`` a complex128 CuPy array (any
+    strides: it is copied to a contiguous one and back when needed) and the factors C-contiguous
+    float64 CuPy arrays."""
     if not USE_CUDA:
         return False
-    ok = lambda a, dt: (type(a).__module__.split(".")[0] == "cupy" and a.flags.c_contiguous  # noqa: E731
-                        and a.dtype == dt)
-    return ok(f, np.complex128) and all(ok(a, np.float64) for a in factors)
+    cupy_array = lambda a: type(a).__module__.split(".")[0] == "cupy"          # noqa: E731
+    return (cupy_array(f) and f.dtype == np.complex128
+            and all(cupy_array(a) and a.flags.c_contiguous and a.dtype == np.float64 for a in factors))
 
 
 def thomas_columns(f, m, cp, a) -> None:
@@ -75,5 +76,10 @@ def thomas_columns(f, m, cp, a) -> None:
     ncol = int(f.size) // nz if nz else 0
     if ncol == 0:
         return
+    # cuFFT along a middle axis hands back a strided array: one copy in and out is far cheaper than
+    # the level loop
+    g = f if f.flags.c_contiguous else f.copy(order="C")
     grid = (-(-ncol // CUDA_BLOCK),)
-    _kernel()(grid, (CUDA_BLOCK,), (f.view(np.float64), m, cp, a, np.int64(ncol), np.int32(nz)))
+    _kernel()(grid, (CUDA_BLOCK,), (g.view(np.float64), m, cp, a, np.int64(ncol), np.int32(nz)))
+    if g is not f:
+        f[...] = g

@@ -64,7 +64,8 @@ def test_cuda_thermo_term_uses_the_kernel_and_can_be_turned_off(monkeypatch):
     assert not gpukernels.usable(thl, qt, presf, exnf)
 
 
-def test_cuda_thomas_columns_equal_the_level_loop():
+@pytest.mark.parametrize("strided", [False, True], ids=["contiguous", "strided"])
+def test_cuda_thomas_columns_equal_the_level_loop(strided):
     import cupy
 
     from hpcsuite.les.grid import Grid
@@ -79,6 +80,9 @@ def test_cuda_thomas_columns_equal_the_level_loop():
     shape = tuple(cupy.asnumpy(solver._m).shape[1:]) + (9,)
     f = rng.standard_normal(shape) + 1j * rng.standard_normal(shape)
     a, b = cupy.asarray(f), cupy.asarray(f)
+    if strided:          # as cuFFT along a middle axis returns it: the kernel works on a copy
+        a = cupy.swapaxes(cupy.asarray(np.ascontiguousarray(np.swapaxes(f, 0, 1))), 0, 1)
+        assert not a.flags.c_contiguous
     assert thomas.usable(a, solver._m, solver._cp, solver._a_dev)
     solver._tridiag(a)                                 # the kernel
     thomas.USE_CUDA = False
