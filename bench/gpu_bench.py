@@ -49,6 +49,16 @@ def stencil_kernel(backend: str, n: int):
     return n ** 3 / t                                     # lattice updates per second
 
 
+def copy_bandwidth(backend: str, n: int):
+    """Bytes read + written per second by a plain copy of an n^3 float64 array: the bandwidth a
+    stencil sweep (one read and one write per cell) is measured against."""
+    be = get_backend(backend)
+    u = be.asarray(np.random.default_rng(0).random((n + 2, n + 2, n + 2)))
+    out = be.zeros(u.shape)
+    t = median_time(lambda: be.xp.copyto(out, u), be.synchronize)
+    return 2 * u.nbytes / t
+
+
 def stencil_solver(backend: str, n: int, steps: int):
     team = Team.world()
     s = StencilSolver((n, n, n), "7", heat_coeffs(1.0, 1e-6, (1 / n,) * 3), team=team, depth=1,
@@ -112,9 +122,9 @@ def main() -> int:
     q = args.quick
     rows = []
 
-    def row(name, unit, cpu, gpu, higher_is_better=True):
+    def row(name, unit, cpu, gpu, higher_is_better=True, compare=True):
         ratio = None
-        if cpu and gpu:
+        if cpu and gpu and compare:
             ratio = gpu / cpu if higher_is_better else cpu / gpu
         rows.append((name, unit, cpu, gpu, ratio))
         if args.json:             # row by row: a run cut short by a time limit keeps what it measured
@@ -132,7 +142,12 @@ def main() -> int:
 
     print(f"# gpu: {'yes' if ok else 'no (' + why + ')'}; cpu cores: {os.cpu_count()}", flush=True)
     for n in ((64,) if q else (256, 512)):
-        row(f"stencil7 kernel {n}^3", "cell/s", *both(stencil_kernel, n))
+        lups = both(stencil_kernel, n)
+        row(f"stencil7 kernel {n}^3", "cell/s", *lups)
+        # issue 4's figure: 16 B per update (one read, one write) against the copy's bandwidth
+        copy = both(copy_bandwidth, n)
+        frac = [16 * x / c if x and c else None for x, c in zip(lups, copy)]
+        row(f"stencil7 {n}^3 / copy bandwidth", "fraction", *frac, compare=False)
     for n in ((32,) if q else (256,)):
         row(f"StencilSolver 7-pt {n}^3, steps only", "cell/s", *both(stencil_solver, n, 20))
     m = 16 if q else 64

@@ -15,10 +15,12 @@ def test_gpu_bench_quick_run_writes_every_row(tmp_path):
     p = run_cmd([sys.executable, ROOT / "bench/gpu_bench.py", "--quick", "--json", out], timeout=300)
     assert p.returncode == 0, p.stderr
     rows = [json.loads(line) for line in out.read_text().splitlines()]
-    assert [r["bench"].split()[0] for r in rows] == ["stencil7", "StencilSolver", "SpMM", "LOBPCG", "LES"]
+    assert [r["bench"].split()[0] for r in rows] == ["stencil7", "stencil7", "StencilSolver", "SpMM", "LOBPCG", "LES"]
     assert all(r["cpu"] and r["cpu"] > 0 for r in rows), rows
+    frac = rows[1]
+    assert frac["unit"] == "fraction" and 0 < frac["cpu"] < 2 and frac["gpu_over_cpu"] is None, frac
     if gpu_status()[0]:
-        assert all(r["gpu"] and r["gpu_over_cpu"] for r in rows), rows
+        assert all(r["gpu"] and r["gpu_over_cpu"] for r in rows if r["unit"] != "fraction"), rows
     else:
         assert all(r["gpu"] is None for r in rows) and p.stdout.count("no GPU") == len(rows)
 
