@@ -19,6 +19,7 @@ using std::exp; using std::fmax;
 struct Dim3 { unsigned x, y, z; };
 static Dim3 blockIdx, threadIdx, blockDim;
 #define __global__
+#define __device__ static inline
 %(source)s
 template <typename F> static void grid_loop(unsigned gx, unsigned gy, unsigned gz,
                                             unsigned bx, unsigned by, unsigned bz, F body) {
@@ -56,7 +57,9 @@ class EmulatedKernel:
         for (ptype, pname), a in zip(self.params, args):
             base = ptype.replace("const", "").replace("__restrict__", "").strip()
             if base.endswith("*"):
-                assert isinstance(a, np.ndarray) and a.flags.c_contiguous, pname
+                # C-contiguous, or a view with a contiguous last axis (the kernel gets its strides)
+                assert isinstance(a, np.ndarray) and (a.flags.c_contiguous or (
+                    a.strides[-1] == a.itemsize and all(s >= 0 for s in a.strides))), pname
                 assert a.dtype == self.SCALARS[base.rstrip("*").strip()], (pname, a.dtype)
                 cargs.append(ctypes.c_void_p(a.ctypes.data))
             else:

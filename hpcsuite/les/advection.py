@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import fused
+from . import fused, gpukernels
 
 __all__ = ["Advection", "SCHEMES", "advect"]
 
@@ -115,10 +115,17 @@ def zeros(xp, shape, like):
     return xp.zeros(shape, dtype=like.dtype)
 
 
-def _fusable(scheme: str, phi, tend) -> bool:
-    """Whether :func:`fused.advect_into` does this field's whole tendency (NumPy arrays, a scheme
-    it knows): the same operations in one pass, bit-identical."""
-    return fused.ENABLED and scheme in SCHEMES and isinstance(phi, np.ndarray) and isinstance(tend, np.ndarray)
+def _fused_kernel(scheme: str, phi, tend, *more):
+    """The one-pass kernel for this field's whole tendency, or None (then the array-API source
+    runs): ``fused.advect_into`` on NumPy arrays, ``gpukernels.advect_into`` on CuPy arrays. Both do
+    the source's operations in the same order, bit-identical."""
+    if scheme not in SCHEMES:
+        return None
+    if fused.ENABLED and isinstance(phi, np.ndarray) and isinstance(tend, np.ndarray):
+        return fused.advect_into
+    if gpukernels.usable(phi, tend, *more, strided=True):
+        return gpukernels.advect_into
+    return None
 
 
 def advect(ctx, name: str, scheme: str) -> None:
@@ -142,9 +149,9 @@ def advect(ctx, name: str, scheme: str) -> None:
         Vy[:, :, 1:nz] = b * v[I, Je, 0:nz - 1] + a * v[I, Je, 1:nz]
         # vertical faces at zf[k-1], between w[k-1] and w[k], k = 1 .. nz
         Vz = 0.5 * (w[I, J, 0:nz] + w[I, J, 1:nz + 1])
-        if _fusable(scheme, phi, tend):
-            fused.advect_into(tend, phi, Vx, Vy, Vz, h, scheme, g.dx, g.dy, (1, nz + 1), 1, None,
-                              zg.rdzh, (1, nz))
+        fuse = _fused_kernel(scheme, phi, tend, Vx, Vy, Vz, zg.rdzh)
+        if fuse is not None:
+            fuse(tend, phi, Vx, Vy, Vz, h, scheme, g.dx, g.dy, (1, nz + 1), 1, None, zg.rdzh, (1, nz))
             return
         tx = _horizontal(phi, Vx, 0, g.dx, scheme, g, xp)
         ty = _horizontal(phi, Vy, 1, g.dy, scheme, g, xp)
@@ -166,8 +173,9 @@ def advect(ctx, name: str, scheme: str) -> None:
     # the same index window, with the averaged velocity as V)
     wm = zg.dzf[1:] / (2.0 * zg.dzh[1:-1])              # weight of phi[k-1] at zh[k]
     wp = zg.dzf[:-1] / (2.0 * zg.dzh[1:-1])             # weight of phi[k]
-    if nz > 1 and _fusable(scheme, phi, tend):
-        fused.advect_into(tend, phi, Vx, Vy, Wz, h, scheme, g.dx, g.dy, (1, nz), 0, (wm, wp), zg.rdzf, (0, nz))
+    fuse = _fused_kernel(scheme, phi, tend, Vx, Vy, Wz, zg.rdzf, wm, wp) if nz > 1 else None
+    if fuse is not None:
+        fuse(tend, phi, Vx, Vy, Wz, h, scheme, g.dx, g.dy, (1, nz), 0, (wm, wp), zg.rdzf, (0, nz))
         return
     tx = _horizontal(phi, Vx, 0, g.dx, scheme, g, xp)
     ty = _horizontal(phi, Vy, 1, g.dy, scheme, g, xp)

@@ -1,15 +1,19 @@
 """CUDA kernels for the LES operators that the array-API source runs worst on a GPU.
 
-The GPU runs the array-API source of the term modules through CuPy: one kernel per array operation.
-That is fine for stencils of a few operations, but the saturation adjustment (``thermo``) is eight
-Newton steps of about fifteen elementwise operations each, every one a pass over the whole field
-(a fifth of a BOMEX-like step at 512 x 512 x 128 on an H200). Here one thread per cell does them
-all in registers: one pass, reading ``thl`` and ``qt`` and writing ``ql``, ``T`` and ``thv``.
-(The pressure solve's tridiagonal kernel is in ``solvers.thomas``.)
+The GPU runs the array-API source of the term modules through CuPy: one kernel per array operation,
+each a pass over memory with a fresh temporary. Two operators are made of many such operations:
 
-The kernel does the operations of the array-API source in the same order (compiled without FMA
-contraction, ``--fmad=false``); it differs from it only where the GPU's ``exp`` differs from
-NumPy's in the last bits. ``tests/les/test_gpukernels.py`` compares them with the source on the
+* the saturation adjustment (``thermo``): eight Newton steps of about fifteen elementwise operations
+  each (a fifth of a BOMEX-like step at 512 x 512 x 128 on an H200). Here one thread per cell does
+  them all in registers: one pass, reading ``thl`` and ``qt`` and writing ``ql``, ``T`` and ``thv``;
+  it differs from the source only where the GPU's ``exp`` differs from NumPy's in the last bits;
+* the advection of one field (``advection.advect``): the 2nd/5th-order face values and flux
+  differences along x, y and z, about 40 (2nd) to 120 (5th) operations. Here one thread per cell
+  computes its six face fluxes and adds the tendency: the operations of ``fused.advect_into`` (the
+  CPU kernel) in the same order, so the result equals the source bit for bit.
+
+The kernels are compiled without FMA contraction (``--fmad=false``), so every operation rounds as
+the array-API source's does. (The pressure solve's tridiagonal kernel is in ``solvers.thomas``.) ``tests/les/test_gpukernels.py`` compares them with the source on the
 CuPy stand-in (the kernel compiled for the CPU) and, where a GPU is present, on the GPU.
 
 ``fused.ENABLED = False`` (or ``HPCSUITE_LES_FUSED=0``) turns it off with the CPU kernels, so a
@@ -23,11 +27,94 @@ import numpy as np
 
 from . import fused
 
-__all__ = ["usable", "thermo"]
+__all__ = ["usable", "thermo", "advect_into"]
 
 CUDA_BLOCK = 256
 
 CUDA_SOURCE = r"""
+// ---- advection: fused.advect_into's operations, one thread per cell (strides in elements; the
+// last axis of every 3-D array is contiguous)
+__device__ double les_sign(const double v)      // NumPy's sign: +0.0 for both zeros, NaN stays
+{
+    return v > 0.0 ? 1.0 : (v < 0.0 ? -1.0 : (v == 0.0 ? 0.0 : v));
+}
+
+#define PHI(a, b, c) phi[(long long)(a) * ps0 + (long long)(b) * ps1 + (c)]
+
+// phi on horizontal face f along axis (between points f - 1 and f); a: index along the other axis
+__device__ double les_hface(const double* __restrict__ phi, const long long ps0, const long long ps1,
+        const int axis, const int f, const int a, const int k, const int fifth, const double vf)
+{
+    double pm1, p0;
+    if (axis == 0) { pm1 = PHI(f - 1, a, k); p0 = PHI(f, a, k); }
+    else           { pm1 = PHI(a, f - 1, k); p0 = PHI(a, f, k); }
+    if (!fifth) return 0.5 * (pm1 + p0);
+    double pm3, pm2, p1, p2;
+    if (axis == 0) { pm3 = PHI(f - 3, a, k); pm2 = PHI(f - 2, a, k); p1 = PHI(f + 1, a, k); p2 = PHI(f + 2, a, k); }
+    else           { pm3 = PHI(a, f - 3, k); pm2 = PHI(a, f - 2, k); p1 = PHI(a, f + 1, k); p2 = PHI(a, f + 2, k); }
+    const double cen = (37.0 * (pm1 + p0) - 8.0 * (pm2 + p1) + (pm3 + p2)) / 60.0;
+    const double dis = (10.0 * (p0 - pm1) - 5.0 * (p1 - pm2) + (p2 - pm3)) / 60.0;
+    return cen - les_sign(vf) * dis;
+}
+
+// V phi_face on vertical face f of column (bi, bj); zero outside faces f_lo .. f_hi - 1; the 5th-order
+// stencil drops to 3rd and 2nd order near the ends of the column (advection._runs)
+__device__ double les_vflux(const double* __restrict__ phi, const long long ps0, const long long ps1,
+        const double* __restrict__ Vz, const long long zs0, const long long zs1,
+        const double* __restrict__ wm, const double* __restrict__ wp, const int weighted,
+        const int bi, const int bj, const int i, const int j, const int f, const int f_lo, const int f_hi,
+        const int voff, const int npts, const int fifth)
+{
+    if (f < f_lo || f >= f_hi) return 0.0;
+    const double vf = Vz[(long long)i * zs0 + (long long)j * zs1 + (f - voff)];
+    const double pm1 = PHI(bi, bj, f - 1), p0 = PHI(bi, bj, f);
+    if (fifth && f >= 3 && f + 2 <= npts - 1) {
+        const double pm3 = PHI(bi, bj, f - 3), pm2 = PHI(bi, bj, f - 2), p1 = PHI(bi, bj, f + 1), p2 = PHI(bi, bj, f + 2);
+        const double cen = (37.0 * (pm1 + p0) - 8.0 * (pm2 + p1) + (pm3 + p2)) / 60.0;
+        const double dis = (10.0 * (p0 - pm1) - 5.0 * (p1 - pm2) + (p2 - pm3)) / 60.0;
+        return vf * (cen - les_sign(vf) * dis);
+    }
+    if (fifth && f >= 2 && f + 1 <= npts - 1) {
+        const double pm2 = PHI(bi, bj, f - 2), p1 = PHI(bi, bj, f + 1);
+        const double cen = (7.0 * (pm1 + p0) - (pm2 + p1)) / 12.0;
+        const double dis = (3.0 * (p0 - pm1) - (p1 - pm2)) / 12.0;
+        return vf * (cen - les_sign(vf) * dis);
+    }
+    if (weighted) return vf * (wm[f - 1] * pm1 + wp[f - 1] * p0);
+    return vf * (0.5 * (pm1 + p0));
+}
+
+extern "C" __global__ void les_advect(double* __restrict__ tend, const double* __restrict__ phi,
+        const double* __restrict__ Vx, const double* __restrict__ Vy, const double* __restrict__ Vz,
+        const double* __restrict__ wm, const double* __restrict__ wp, const double* __restrict__ rd,
+        const long long ts0, const long long ts1, const long long ps0, const long long ps1,
+        const long long xs0, const long long xs1, const long long ys0, const long long ys1,
+        const long long zs0, const long long zs1,
+        const int h, const int nxl, const int nyl, const int npts, const int k_lo, const int k_hi,
+        const int f_lo, const int f_hi, const int voff, const int fifth, const int weighted,
+        const double dx, const double dy)
+{
+    const int k = k_lo + (int)(blockIdx.x * blockDim.x + threadIdx.x);
+    const int j = blockIdx.y * blockDim.y + threadIdx.y;
+    const int i = blockIdx.z * blockDim.z + threadIdx.z;
+    if (i >= nxl || j >= nyl || k >= k_hi) return;
+    const int bi = h + i, bj = h + j;
+    double vl = Vx[(long long)i * xs0 + (long long)j * xs1 + k];
+    double fl = vl * les_hface(phi, ps0, ps1, 0, bi, bj, k, fifth, vl);
+    double vr = Vx[(long long)(i + 1) * xs0 + (long long)j * xs1 + k];
+    double fr = vr * les_hface(phi, ps0, ps1, 0, bi + 1, bj, k, fifth, vr);
+    const double tx = -(fr - fl) / dx;
+    vl = Vy[(long long)i * ys0 + (long long)j * ys1 + k];
+    fl = vl * les_hface(phi, ps0, ps1, 1, bj, bi, k, fifth, vl);
+    vr = Vy[(long long)i * ys0 + (long long)(j + 1) * ys1 + k];
+    fr = vr * les_hface(phi, ps0, ps1, 1, bj + 1, bi, k, fifth, vr);
+    const double ty = -(fr - fl) / dy;
+    const double fm = les_vflux(phi, ps0, ps1, Vz, zs0, zs1, wm, wp, weighted, bi, bj, i, j, k, f_lo, f_hi, voff, npts, fifth);
+    const double fp = les_vflux(phi, ps0, ps1, Vz, zs0, zs1, wm, wp, weighted, bi, bj, i, j, k + 1, f_lo, f_hi, voff, npts, fifth);
+    const double tz = -(fp - fm) * rd[k];
+    tend[(long long)bi * ts0 + (long long)bj * ts1 + k] += (tx + ty) + tz;
+}
+
 // Bolton (1980) saturation vapour pressure and its temperature derivative, as thermo.py
 extern "C" __global__ void les_thermo(const double* __restrict__ thl, const double* __restrict__ qt,
         const double* __restrict__ presf, const double* __restrict__ exnf,
@@ -78,14 +165,19 @@ def _kernel(name: str):
     return _module().get_function(name)
 
 
-def usable(*arrays) -> bool:
-    """Whether these kernels apply: enabled, every array a C-contiguous float64 or complex128 CuPy
-    array (the CuPy stand-in's arrays count: tests)."""
+def usable(*arrays, strided: bool = False) -> bool:
+    """Whether these kernels apply: enabled, every array a float64 CuPy array (the CuPy stand-in's
+    arrays count: tests), C-contiguous, or with ``strided`` any view whose last axis is contiguous
+    and whose strides are non-negative."""
     if not fused.ENABLED:
         return False
     for a in arrays:
-        if type(a).__module__.split(".")[0] != "cupy" or not a.flags.c_contiguous \
-                or a.dtype not in (np.float64, np.complex128):
+        if type(a).__module__.split(".")[0] != "cupy" or a.dtype != np.float64:
+            return False
+        if strided and a.ndim:
+            if a.strides[-1] != 8 or any(s < 0 or s % 8 for s in a.strides):
+                return False
+        elif not a.flags.c_contiguous:
             return False
     return True
 
@@ -105,3 +197,26 @@ def thermo(xp, thl, qt, presf, exnf, niter: int):
                                         np.float64(EP), np.float64(_EP2), np.float64(RV / RD)))
     return ql, T, thv
 
+
+
+ADVECT_BLOCK = (32, 8, 1)       # threads along k, j, i
+
+
+def advect_into(tend, phi, Vx, Vy, Vz, h: int, scheme: str, dx: float, dy: float, faces, voff: int,
+                weights, rd, levels) -> None:
+    """``tend[interior, levels] += tx + ty + tz`` for one field: :func:`fused.advect_into` (same
+    arguments, same operations) as one CUDA launch, one thread per cell. ``tend``, ``phi`` and the
+    face velocities may be views (strides are passed; the last axis must be contiguous)."""
+    nxl, nyl = int(Vy.shape[0]), int(Vx.shape[1])
+    k_lo, k_hi = (int(x) for x in levels)
+    if nxl == 0 or nyl == 0 or k_hi <= k_lo:
+        return
+    wm, wp = weights if weights is not None else (rd, rd)          # (unread without weights)
+    st = lambda a: (np.int64(a.strides[0] // 8), np.int64(a.strides[1] // 8))  # noqa: E731
+    bx, by, bz = ADVECT_BLOCK
+    grid = (-(-(k_hi - k_lo) // bx), -(-nyl // by), -(-nxl // bz))
+    i32 = np.int32
+    _kernel("les_advect")(grid, ADVECT_BLOCK, (
+        tend, phi, Vx, Vy, Vz, wm, wp, rd, *st(tend), *st(phi), *st(Vx), *st(Vy), *st(Vz),
+        i32(h), i32(nxl), i32(nyl), i32(phi.shape[2]), i32(k_lo), i32(k_hi), i32(faces[0]), i32(faces[1]),
+        i32(voff), i32(scheme == "5th"), i32(weights is not None), np.float64(dx), np.float64(dy)))
