@@ -33,7 +33,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..runtime import InputError
-from . import fused
+from . import fused, gpukernels, gpusubgrid
 from .thermo import concat
 
 __all__ = ["ConstantViscosity", "Smagorinsky", "SubgridTKE", "ScalarDiffusion", "diffuse_scalar", "momentum_diffusion",
@@ -125,6 +125,8 @@ class ScalarDiffusion:
                 self._faces = (K, K, K)
             elif _fusable(K, dzf):
                 self._faces = fused.face_diffusivities(K, dzf, dzh)      # the same operations in one pass
+            elif _gpu(K, dzf, dzh):
+                self._faces = gpusubgrid.face_diffusivities(K, dzf, dzh)
             else:
                 kc = _c(K)
                 self._faces = (0.5 * (K[1:, 1:-1, ...] + K[:-1, 1:-1, ...]),
@@ -140,6 +142,8 @@ class ScalarDiffusion:
         if _fusable(s, geo.dzf) and (isinstance(self.K, (float, np.ndarray))):
             # the same operations in one pass (numba)
             return fused.scalar_diffusion(s, kx, ky, kz, geo.dzf, geo.dzh, geo.dx ** 2, geo.dy ** 2, flux_bottom)
+        if _gpu(s, geo.dzf, geo.dzh) and (isinstance(kx, float) or _gpu(kx, ky, kz)):
+            return gpusubgrid.scalar_diffusion(s, kx, ky, kz, geo.dzf, geo.dzh, geo.dx ** 2, geo.dy ** 2, flux_bottom)
         fx = kx * (s[1:, 1:-1, ...] - s[:-1, 1:-1, ...])
         fy = ky * (s[1:-1, 1:, ...] - s[1:-1, :-1, ...])
         t = (fx[1:, ...] - fx[:-1, ...]) / geo.dx ** 2 + (fy[:, 1:, ...] - fy[:, :-1, ...]) / geo.dy ** 2
@@ -164,6 +168,11 @@ def _fusable(*arrays) -> bool:
     return fused.ENABLED and all(isinstance(a, np.ndarray) for a in arrays)
 
 
+def _gpu(*arrays) -> bool:
+    """Whether their CUDA counterparts apply (contiguous CuPy arrays; :mod:`hpcsuite.les.gpusubgrid`)."""
+    return gpukernels.usable(*arrays)
+
+
 def _edges(xp, u, v, w, geo):
     """Velocity-gradient sums on the cell edges (block arrays, valid at index >= 1 in x and y).
 
@@ -172,6 +181,8 @@ def _edges(xp, u, v, w, geo):
     """
     if _fusable(u, v, w, geo.dzh):
         return fused.edges(u, v, w, geo.dzh, geo.dx, geo.dy)           # the same operations in one pass
+    if _gpu(u, v, w, geo.dzh):
+        return gpusubgrid.edges(u, v, w, geo.dzh, geo.dx, geo.dy)
     dzh = geo.dzh[1:-1]
     shape2 = u.shape[:2]
     suv = _full(xp, (_c(u) - _c(u, 0, -1)) / geo.dy + (_c(v) - _c(v, -1, 0)) / geo.dx, shape2)
@@ -199,6 +210,9 @@ def strain2(ctx, geo, edges):
     if _fusable(u, v, w, geo.dzf):                   # the same operations in one pass
         shear = [_surface_shear(ctx, geo, key, u)[..., 0] for key in ("uw", "vw")]
         return fused.strain2(u, v, w, edges, shear[0], shear[1], geo.dzf, geo.dx, geo.dy)
+    if _gpu(u, v, w, geo.dzf, *edges):
+        shear = [_surface_shear(ctx, geo, key, u)[..., 0] for key in ("uw", "vw")]
+        return gpusubgrid.strain2(u, v, w, edges, shear[0], shear[1], geo.dzf, geo.dx, geo.dy)
     suv, suw, svw = edges
     wc = _c(w)
     s2 = (((_c(u, 1, 0) - _c(u)) / geo.dx) ** 2 + ((_c(v, 0, 1) - _c(v)) / geo.dy) ** 2
@@ -222,9 +236,13 @@ def momentum_diffusion(ctx, geo, ekm, edges) -> None:
     u, v, w = f["u"], f["v"], f["w"]
     suv, suw, svw = edges
     dx, dy, dzf, dzh = geo.dx, geo.dy, geo.dzf, geo.dzh
+    one_pass = None
     if fused.ENABLED and isinstance(u, np.ndarray) and isinstance(dzf, np.ndarray) and not isinstance(ekm, float):
-        # the same operations in one pass (numba)
-        tu, tv, tw = fused.momentum_diffusion(u, v, w, ekm, edges, dzf, dzh, dx, dy, _surface(ctx, "uw"), _surface(ctx, "vw"))
+        one_pass = fused.momentum_diffusion           # the same operations in one pass (numba)
+    elif not isinstance(ekm, float) and _gpu(u, v, w, ekm, dzf, dzh, *edges):
+        one_pass = gpusubgrid.momentum_diffusion      # (CUDA)
+    if one_pass is not None:
+        tu, tv, tw = one_pass(u, v, w, ekm, edges, dzf, dzh, dx, dy, _surface(ctx, "uw"), _surface(ctx, "vw"))
         if "u" in ctx.tend:
             _add_interior(ctx, "u", tu)
         if "v" in ctx.tend:
@@ -382,11 +400,16 @@ class SubgridTKE:
         if thvf is None:
             thvf = getattr(ctx.base, "th0", 300.0)
         thv = ctx.diag.get("thv", ctx.fields.get("thl"))
+        one_pass = None
         if _fusable(ctx.fields["e12"], thv, geo.zf) and thv.shape[-1] >= 2:
-            # the same operations in one pass
-            grav_thvf = _GRAV / (np.full(thv.shape[-1], thvf) if isinstance(thvf, float) else thvf)
-            ekm, ekh, zlt, e12, n2 = fused.tke_closure(ctx.fields["e12"], thv, geo.zf, grav_thvf, geo.delta, self.cm,
-                                                       self.cn, self.ch1, self.ch2, E12MIN, EKMIN)
+            one_pass = fused.tke_closure                  # the same operations in one pass
+        elif _gpu(ctx.fields["e12"], thv, geo.zf, geo.delta) and thv.shape[-1] >= 2 \
+                and (isinstance(thvf, float) or _gpu(thvf)):
+            one_pass = gpusubgrid.tke_closure             # (CUDA)
+        if one_pass is not None:
+            grav_thvf = _GRAV / (xp.full(thv.shape[-1], thvf) if isinstance(thvf, float) else thvf)
+            ekm, ekh, zlt, e12, n2 = one_pass(ctx.fields["e12"], thv, geo.zf, grav_thvf, geo.delta, self.cm,
+                                              self.cn, self.ch1, self.ch2, E12MIN, EKMIN)
             return ekm, ekh, zlt, e12, n2, thvf
         e12 = xp.maximum(ctx.fields["e12"], E12MIN)
         dthvdz = self._dthvdz(ctx, geo)

@@ -96,17 +96,11 @@ def test_cuda_thomas_columns_equal_the_level_loop(strided):
     solver.free()
 
 
-@pytest.mark.mpi
-@pytest.mark.parametrize("scheme,stretched", [("2nd", False), ("5th", False), ("5th", True)],
-                         ids=["2nd-uniform", "5th-uniform", "5th-stretched"])
-def test_cuda_advection_kernel_is_bit_identical_to_the_array_api_source(team, monkeypatch, scheme, stretched):
-    """The advective tendency of every field (u, v, w, scalars; the vertical 5th-order stencil
-    falling back to 3rd and to the stretched 2nd order at the ends) from one stirred state, with
-    the kernel and with the array-API source, equal to the last bit, at any rank count."""
+def _stirred_gpu_model(team, monkeypatch, scheme, stretched, shape=(12, 10, 9)):
+    """A BOMEX-like model on the GPU (or stand-in) after one step from a state with a random 3-D
+    velocity, so that every face flux and every strain component is nonzero, of both signs."""
     import cupy
 
-    from hpcsuite.les import fused, gpukernels
-    from hpcsuite.les.advection import Advection
     from hpcsuite.les.grid import Grid
     from hpcsuite.les.model import bomex_like
     if stretched:
@@ -114,30 +108,87 @@ def test_cuda_advection_kernel_is_bit_identical_to_the_array_api_source(team, mo
             dz = np.linspace(1.0, 2.0, nz)
             return Grid.stretched(nx, ny, xsize, ysize, np.concatenate(([0.0], np.cumsum(dz * zsize / dz.sum()))))
         monkeypatch.setattr(Grid, "uniform", uniform)
-    shape = (12, 10, 9)
     m = bomex_like(shape, team, device="gpu", scheme=scheme)
     ctx, lg = m.ctx, m.ctx.grid
-    rng = np.random.default_rng(11)          # a random 3-D velocity: every face flux nonzero, both signs
+    rng = np.random.default_rng(11)
     ix = np.arange(lg.i0 - lg.h, lg.i0 + lg.nxl + lg.h) % shape[0]
     iy = np.arange(lg.j0 - lg.h, lg.j0 + lg.nyl + lg.h) % shape[1]
     for name in ("u", "v", "w"):
         kick = rng.uniform(-0.5, 0.5, shape)[np.ix_(ix, iy)]
-        f = ctx.fields[name]
         lo = 1 if name == "w" else 0
-        f[:, :, lo:shape[2]] += cupy.asarray(np.ascontiguousarray(kick[:, :, :shape[2] - lo]))
+        ctx.fields[name][:, :, lo:shape[2]] += cupy.asarray(np.ascontiguousarray(kick[:, :, :shape[2] - lo]))
     m.update_halos()
-    m.step()                                  # every context field set up
-    calls = []
-    real = gpukernels.advect_into
-    monkeypatch.setattr(gpukernels, "advect_into", lambda *a: calls.append(1) or real(*a))
+    m.step()                                  # every context field set up (diag, surface, zgrid)
+    return m
+
+
+def _with_and_without_kernels(monkeypatch, ctx, term, diag=()):
+    """``{on: {name: tendency or diagnostic}}`` of ``term(ctx)`` with the kernels on and off."""
+    import cupy
+
+    from hpcsuite.les import fused
     out = {}
     for on in (True, False):
         monkeypatch.setattr(fused, "ENABLED", on)
         ctx.zero_tendencies()
-        Advection(default=scheme)(ctx)
+        term(ctx)
         out[on] = {n: cupy.asnumpy(t).copy() for n, t in ctx.tend.items()}
+        out[on].update({n: cupy.asnumpy(ctx.diag[n]).copy() for n in diag})
+    return out
+
+
+def _stand_in() -> bool:
+    import cupy
+    return "fake" in str(getattr(cupy, "__version__", ""))
+
+
+def _assert_same(a, b, name):
+    """Equal to the last bit on the stand-in; on a GPU within a few roundings (CuPy's ``x ** 2``
+    is a ``pow``, the kernels multiply)."""
+    if _stand_in():
+        assert np.array_equal(a, b), (name, np.abs(a - b).max())
+    else:
+        assert np.abs(a - b).max() <= 1e-13 * np.abs(b).max(), (name, np.abs(a - b).max())
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("scheme,stretched", [("2nd", False), ("5th", False), ("5th", True)],
+                         ids=["2nd-uniform", "5th-uniform", "5th-stretched"])
+def test_cuda_advection_kernel_is_bit_identical_to_the_array_api_source(team, monkeypatch, scheme, stretched):
+    """The advective tendency of every field (u, v, w, scalars; the vertical 5th-order stencil
+    falling back to 3rd and to the stretched 2nd order at the ends) from one stirred state, with
+    the kernel and with the array-API source, equal to the last bit, at any rank count."""
+    from hpcsuite.les import gpukernels
+    from hpcsuite.les.advection import Advection
+    m = _stirred_gpu_model(team, monkeypatch, scheme, stretched)
+    calls = []
+    real = gpukernels.advect_into
+    monkeypatch.setattr(gpukernels, "advect_into", lambda *a: calls.append(1) or real(*a))
+    ctx = m.ctx
+    out = _with_and_without_kernels(monkeypatch, ctx, Advection(default=scheme))
     m.free()
     assert len(calls) == len(ctx.fields)       # every field through the kernel, once
     for n in out[True]:
         assert np.abs(out[False][n]).max() > 0, n
         assert np.array_equal(out[True][n], out[False][n]), (n, np.abs(out[True][n] - out[False][n]).max())
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("stretched", [False, True], ids=["uniform", "stretched"])
+def test_cuda_subgrid_kernels_match_the_array_api_source(team, monkeypatch, stretched):
+    """The TKE closure term (edge gradients, closure, momentum and scalar diffusion with surface
+    fluxes, strain rate and TKE sources) with the CUDA kernels and with the array-API source."""
+    from hpcsuite.les import gpusubgrid, subgrid
+    from hpcsuite.les.cases import BOMEX
+    m = _stirred_gpu_model(team, monkeypatch, "2nd", stretched)
+    used = set()
+    for name in gpusubgrid.__all__:
+        real = getattr(gpusubgrid, name)
+        monkeypatch.setattr(gpusubgrid, name, (lambda n, f: lambda *a, **k: used.add(n) or f(*a, **k))(name, real))
+    term = subgrid.SubgridTKE({"ustar": BOMEX["ustar"]})
+    out = _with_and_without_kernels(monkeypatch, m.ctx, term, diag=("ekm", "ekh"))
+    m.free()
+    assert used == set(gpusubgrid.__all__)
+    for n in out[True]:
+        assert np.abs(out[False][n]).max() > 0, n
+        _assert_same(out[True][n], out[False][n], n)
