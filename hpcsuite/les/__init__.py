@@ -4,8 +4,9 @@ Modules, one job each: ``grid`` (staggered grid, rank blocks), ``state`` (fields
 ``advection``, ``pressure``, ``timestep`` (RK3, adaptive dt), ``model`` (the loop), ``io``
 (fields, cross-sections, checkpoints) -- the dynamics; ``thermo``, ``subgrid``, ``surface``,
 ``forcings``, ``cases``, ``statistics``, ``plot`` -- the physics; ``fused`` -- numba kernels
-that replace the hottest array-API operators on NumPy arrays, bit for bit (``fused.ENABLED =
-False`` runs the array-API source everywhere, as the GPU does). Import the modules directly
+that replace the hottest array-API operators on NumPy arrays, bit for bit; ``gpukernels`` and
+``gpusubgrid`` -- the same operators as CUDA kernels on CuPy arrays (``fused.ENABLED = False``
+runs the array-API source everywhere). Import the modules directly
 (``from hpcsuite.les import grid``); this package imports nothing heavy on its own.
 """
 

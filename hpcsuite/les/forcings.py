@@ -11,7 +11,7 @@ import math
 import numpy as np
 
 from ..runtime import InputError
-from . import fused
+from . import fused, gpukernels
 from .thermo import concat
 
 __all__ = ["Coriolis", "Subsidence", "PrescribedTendencies", "coriolis_parameter", "OMEGA"]
@@ -70,6 +70,9 @@ class Coriolis:
                            np.broadcast_to(np.asarray(ug, dtype=np.float64), (nz,)),
                            np.broadcast_to(np.asarray(vg, dtype=np.float64), (nz,)))
             return
+        if gpukernels.usable(u, v, tu, tv, ug, vg) and ug.shape == vg.shape == (u.shape[2],):
+            gpukernels.coriolis(u, v, tu, tv, ctx.h, ctx.grid.nxl, ctx.grid.nyl, f, cu, cv, ug, vg)
+            return
         im = slice(I.start - 1, I.stop - 1)
         jp, jm = slice(J.start + 1, J.stop + 1), slice(J.start - 1, J.stop - 1)
         ip = slice(I.start + 1, I.stop + 1)
@@ -113,6 +116,9 @@ class Subsidence:
             if fused.ENABLED and all(isinstance(a, np.ndarray) for a in (ctx.fields[name], ctx.tend[name], wls)):
                 # the same operations in one pass
                 fused.subsidence(ctx.fields[name], ctx.tend[name], ctx.h, ctx.grid.nxl, ctx.grid.nyl, wls, zg.dzh)
+                continue
+            if gpukernels.usable(ctx.fields[name], ctx.tend[name], wls, zg.dzh) and wls.shape == (ctx.grid.nz,):
+                gpukernels.subsidence(ctx.fields[name], ctx.tend[name], ctx.h, ctx.grid.nxl, ctx.grid.nyl, wls, zg.dzh)
                 continue
             s = ctx.fields[name][I, J, E]
             zero = xp.zeros_like(s[..., :1])

@@ -5,7 +5,8 @@ diffusion), Coriolis and subsidence, the pressure projection's divergence and gr
 Runge-Kutta stage update.
 
 The array-API source in the term modules (``advection``, ``subgrid``, ``forcings``, ``pressure``,
-``model``) stays the reference and the GPU path; on NumPy arrays these kernels replace it. They
+``model``) stays the reference; on NumPy arrays these kernels replace it (on CuPy arrays their
+CUDA counterparts in ``gpukernels`` and ``gpusubgrid`` do). They
 perform the same floating-point operations in the same order (no fastmath: no reassociation, no
 FMA contraction), so both paths agree bit for bit, which ``tests/les/test_fused.py`` checks. Why numba and not more NumPy: a scalar diffusion in NumPy makes
 about fifteen passes over memory with a fresh temporary each; fused it is one.

@@ -15,7 +15,7 @@ import math
 import numpy as np
 
 from ..runtime import Timers
-from . import fused
+from . import fused, gpukernels
 from .timestep import RK3, RK3_TIMES, BlowUp, TimeStepper, locate_blowup, whole_max
 
 __all__ = ["Model", "PARTS", "build"]
@@ -129,6 +129,9 @@ class Model:
                 for n, a in fields.items():
                     if fused.ENABLED and isinstance(a, np.ndarray):      # the same operations in one pass
                         fused.rk_update(a, self.start[n], ctx.dt, ctx.tend[n], (I, J), self.floors.get(n))
+                        continue
+                    if gpukernels.usable(a, self.start[n], ctx.tend[n]):  # (CUDA)
+                        gpukernels.rk_update(a, self.start[n], ctx.dt, ctx.tend[n], (I, J), self.floors.get(n))
                         continue
                     a[I, J, ...] = self.start[n][I, J, ...] + ctx.dt * ctx.tend[n][I, J, ...]
                     if n in self.floors:

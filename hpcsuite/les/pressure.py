@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..solvers.poisson import PoissonFFT
-from . import fused
+from . import fused, gpukernels
 
 __all__ = ["PressureProjection", "divergence"]
 
@@ -65,7 +65,11 @@ class PressureProjection:
         rdt = 1.0 / ctx.dt
         # the fused kernels do the same operations in one pass each
         fusable = fused.ENABLED and isinstance(tu, np.ndarray) and isinstance(zg.rdzf, np.ndarray)
-        if fusable:
+        cuda = not fusable and gpukernels.usable(tu, tv, tw, zg.rdzf, zg.rdzh, *(s[n] for n in "uvw" if s))
+        if cuda:
+            rhs = gpukernels.projection_rhs((tu, tv, tw), (s["u"], s["v"], s["w"]) if s else None, rdt, h,
+                                            g.nxl, g.nyl, g.dx, g.dy, zg.rdzf)
+        elif fusable:
             rhs = fused.projection_rhs((tu, tv, tw), (s["u"], s["v"], s["w"]) if s else None, rdt, h,
                                        g.nxl, g.nyl, g.dx, g.dy, zg.rdzf)
         else:
@@ -75,7 +79,9 @@ class PressureProjection:
         p = xp.zeros_like(tu)                      # a cell-type array (nz levels)
         p[I, J, :] = self.solver.solve(rhs)
         ctx.update_halo(p)
-        if fusable:
+        if cuda and gpukernels.usable(p):
+            gpukernels.subtract_gradient(tu, tv, tw, p, h, g.nxl, g.nyl, g.dx, g.dy, zg.rdzh)
+        elif fusable:
             fused.subtract_gradient(tu, tv, tw, p, h, g.nxl, g.nyl, g.dx, g.dy, zg.rdzh)
         else:
             tu[I, J, :] -= (p[I, J, ...] - p[h - 1:h - 1 + g.nxl, J, ...]) / g.dx

@@ -192,3 +192,89 @@ def test_cuda_subgrid_kernels_match_the_array_api_source(team, monkeypatch, stre
     for n in out[True]:
         assert np.abs(out[False][n]).max() > 0, n
         _assert_same(out[True][n], out[False][n], n)
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("which", ["coriolis", "subsidence", "pressure"])
+def test_cuda_forcing_and_projection_kernels_equal_the_array_api_source(team, monkeypatch, which):
+    """Coriolis, subsidence (descent and ascent: the upwind side flips) and the pressure
+    projection's divergence and gradient, with the CUDA kernels and with the array-API source."""
+    import cupy
+
+    from hpcsuite.les import forcings, gpukernels
+    from hpcsuite.les.cases import BOMEX
+    m = _stirred_gpu_model(team, monkeypatch, "2nd", stretched=which == "pressure")
+    ctx = m.ctx
+    if which == "coriolis":                   # a Galilean shift in y too
+        ctx.galilean = (ctx.galilean[0], 0.3)
+    if which == "subsidence":                 # ascent below, descent above
+        wls = cupy.asnumpy(ctx.profiles["wfls"])
+        ctx.profiles["wfls"] = cupy.asarray(np.where(np.arange(wls.size) < wls.size // 2, 0.004, -0.006))
+    term = {"coriolis": forcings.Coriolis({"lat": BOMEX["lat"]}), "subsidence": forcings.Subsidence(),
+            "pressure": m.terms[-1]}[which]
+    kernels = {"coriolis": ["coriolis"], "subsidence": ["subsidence"],
+               "pressure": ["projection_rhs", "subtract_gradient"]}[which]
+    used = set()
+    for name in kernels:
+        real = getattr(gpukernels, name)
+        monkeypatch.setattr(gpukernels, name, (lambda n, f: lambda *a: used.add(n) or f(*a))(name, real))
+    out = _with_and_without_kernels(monkeypatch, ctx, term)
+    m.free()
+    assert used == set(kernels)
+    changed = [n for n in out[False] if np.abs(out[False][n]).max() > 0]
+    assert changed, which
+    for n in out[True]:
+        assert np.array_equal(out[True][n], out[False][n]), (which, n, np.abs(out[True][n] - out[False][n]).max())
+
+
+@pytest.mark.parametrize("floor", [None, 0.1])
+def test_cuda_rk_update_equals_the_array_api_expression(floor):
+    import cupy
+
+    from hpcsuite.les import gpukernels
+    rng = np.random.default_rng(2)
+    a0, start, tend = (rng.standard_normal((9, 8, 7)) for _ in range(3))
+    I, J = slice(2, 7), slice(2, 6)
+    a = cupy.asarray(a0)
+    gpukernels.rk_update(a, cupy.asarray(start), 0.37, cupy.asarray(tend), (I, J), floor)
+    ref = a0.copy()
+    ref[I, J, :] = start[I, J, :] + 0.37 * tend[I, J, :]
+    if floor is not None:
+        ref[I, J, :] = np.maximum(ref[I, J, :], floor)
+        assert (ref[I, J, :] == floor).any()
+    assert np.array_equal(cupy.asnumpy(a), ref)
+
+
+@pytest.mark.mpi
+def test_cuda_kernels_keep_a_whole_step_at_the_array_api_result(team, monkeypatch):
+    """Whole RK3 steps of the stirred BOMEX-like case with every CUDA kernel and with none: the
+    only differences are the saturation adjustment's exp (last bits), grown over a step."""
+    import cupy
+
+    from hpcsuite.les import fused
+    fields = {}
+    for on in (True, False):
+        monkeypatch.setattr(fused, "ENABLED", on)
+        m = _stirred_gpu_model(team, monkeypatch, "5th", stretched=True)
+        m.step()
+        fields[on] = {n: cupy.asnumpy(a).copy() for n, a in m.ctx.fields.items()}
+        m.free()
+    for n in fields[True]:
+        scale = np.abs(fields[False][n]).max()
+        assert np.abs(fields[True][n] - fields[False][n]).max() <= 1e-11 * scale, n
+
+
+def test_cuda_kernels_that_do_not_compile_leave_the_array_api_source_running(monkeypatch):
+    import cupy
+
+    from hpcsuite.les import gpukernels
+    a = cupy.zeros((3, 3, 3))
+    assert gpukernels.usable(a)
+    monkeypatch.setattr(gpukernels, "_COMPILE_ERROR", [])
+
+    def refuse():
+        raise RuntimeError("nvrtc: error: no such intrinsic")
+    monkeypatch.setattr(gpukernels, "_module", refuse)
+    with pytest.warns(RuntimeWarning, match="do not compile here.*array-API source"):
+        assert not gpukernels.usable(a)
+    assert not gpukernels.usable(a)                  # decided once
