@@ -84,6 +84,9 @@ if wanted les; then
   step "LES step on the GPU (one process), reference and large grid, both schemes"
   run 90 "$py" bench/les_step.py --device gpu --shape "${small[@]}" --steps "$steps"
   run 120 "$py" bench/les_step.py --device gpu --shape "${large[@]}" --steps 3
+  # what the CUDA kernels (les/gpukernels.py, les/gpusubgrid.py) gain over the array-API source
+  run 60 "$py" bench/les_step.py --device gpu --shape "${large[@]}" --steps 3 --schemes 2nd --no-fused
+  run 40 "$py" bench/les_step.py --device gpu --shape "${small[@]}" --steps 5 --schemes 2nd --no-fused
 fi
 
 gpu_tests=(tests/runtime/test_device_timers_log.py tests/pgas/test_gpu.py tests/accel tests/solvers

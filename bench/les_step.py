@@ -62,8 +62,8 @@ def main() -> int:
     ap.add_argument("--malloc-default", action="store_true",
                     help="keep glibc's malloc thresholds (the app raises them: runtime.malloc)")
     ap.add_argument("--no-fused", action="store_true",
-                    help="run the array-API source on the CPU too (not the fused numba kernels of "
-                    "hpcsuite.les.fused: horizontal advection, scalar and momentum diffusion)")
+                    help="run the array-API source (not the fused numba kernels of hpcsuite.les.fused "
+                    "on the CPU, nor the CUDA kernels of les.gpukernels / les.gpusubgrid on the GPU)")
     args = ap.parse_args()
     if not args.malloc_default:
         keep_freed_memory()            # as `hpcsuite run` does
@@ -73,8 +73,8 @@ def main() -> int:
     cells = shape[0] * shape[1] * shape[2]
     size = COMM.Get_size()
     how = ("glibc malloc defaults" if args.malloc_default else "malloc thresholds raised") + \
-        (", array-API source on CuPy" if args.device == "gpu" else
-         ", array-API source" if args.no_fused else ", fused kernels")
+        (", array-API source" if args.no_fused else ", CUDA kernels" if args.device == "gpu"
+         else ", fused kernels")
     tab = Table(f"LES step, BOMEX-like {'x'.join(map(str, shape))}, {args.device}, median of {args.steps} "
                 f"(threads per rank {THREADS}; {how})",
                 ["scheme", "s/step", "Mcell/s", "Mcell/s/rank"] + [f"%{k}" for k in SHOWN])
