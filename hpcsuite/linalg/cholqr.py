@@ -87,6 +87,28 @@ def _layout(A, panel, grid) -> tuple[int, int, int]:
 
 
 # ---------------------------------------------------------------------- one pass
+_RECEIVE: dict = {}
+_RECEIVE_KEEP = 4                      # sizes kept (a pass gathers a few different shapes)
+
+
+def _receive_buffer(size: int) -> np.ndarray:
+    """The gather's receive buffer, kept from the last call of the same size. Local.
+
+    A fresh ``np.empty`` of this size (tens of MB: mmap) costs a page fault per 4 KiB page in every
+    gather, inside the Allgatherv. Reused, the pages stay mapped: faster runs, and a tuner run that
+    skips the Allgatherv unpacks from the same mapped pages as a real run (from a fresh buffer it
+    read the kernel's zero page, 2-4 % faster than a real run: CholeskyQR2 predictions came out low).
+    The buffers of the last few sizes are kept. A buffer never leaves ``_gather``.
+    """
+    buf = _RECEIVE.pop(size, None)
+    if buf is None:
+        buf = np.empty(size)
+    _RECEIVE[size] = buf                 # most recent last; drop the oldest beyond the limit
+    while len(_RECEIVE) > _RECEIVE_KEEP:
+        del _RECEIVE[next(iter(_RECEIVE))]
+    return buf
+
+
 class _Pass:
     """The geometry of the working layout on one rank, and one CholeskyQR pass in place."""
 
@@ -112,7 +134,7 @@ class _Pass:
         rows). Collective over the grid row (Allgatherv)."""
         counts = [nrows * self.ncols(c) for c in range(self.Pc)]
         displs = np.concatenate(([0], np.cumsum(counts)[:-1])).tolist()
-        flat = np.empty(sum(counts))
+        flat = _receive_buffer(sum(counts))
         self.g.row.Allgatherv(np.ascontiguousarray(mine), [flat, counts, displs, MPI.DOUBLE])
         full = np.empty((self.n, nrows) if by_rows else (nrows, self.n))
         for c in range(self.Pc):

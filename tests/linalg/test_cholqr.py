@@ -162,3 +162,17 @@ def test_rank_deficient_raises_on_every_rank(team, grid):
         assert team.allgather(str(exc.value)) == [str(exc.value)] * team.size
     finally:
         A.free()
+
+
+def test_gather_receive_buffers_are_reused_per_size():
+    """The Allgatherv receive buffer is kept per size (a few sizes), so its pages stay mapped: a
+    tuner run that skips the gather then unpacks from mapped pages, as a real run does."""
+    from hpcsuite.linalg import cholqr
+    cholqr._RECEIVE.clear()
+    a = cholqr._receive_buffer(1000)
+    b = cholqr._receive_buffer(2000)
+    assert cholqr._receive_buffer(1000) is a and cholqr._receive_buffer(2000) is b
+    for n in range(3000, 3000 + cholqr._RECEIVE_KEEP):
+        cholqr._receive_buffer(n)
+    assert len(cholqr._RECEIVE) == cholqr._RECEIVE_KEEP and 1000 not in cholqr._RECEIVE
+    assert cholqr._receive_buffer(1000) is not a          # dropped, made anew
