@@ -30,7 +30,10 @@ known only to that row, and the other ranks would wait for it in their next colu
 
 Numerical safety: skipped kernels leave buffers stale. A computation kernel that does run after a
 skip first calls its ``reset`` hook (e.g. potrf makes its block SPD) and the reset time is excluded;
-a selective run is flagged ``numerically_valid=False`` when anything was skipped. Object (pickle)
+a selective run is flagged ``numerically_valid=False`` when anything was skipped. Memory state:
+a skipped collective leaves its receive buffer untouched, and a freshly mapped one (``np.empty`` of
+many MB) then reads as the kernel's zero page, faster than after a real receive; programs should
+reuse large receive buffers (``linalg.cholqr`` does), or their predictions come out low. Object (pickle)
 collectives such as ``team.allreduce(x)`` are never skipped because their results steer control
 flow; only buffer collectives and point-to-point transfers are.
 """
