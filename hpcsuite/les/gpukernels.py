@@ -254,8 +254,9 @@ def _module():
     return cupy.RawModule(code=CUDA_SOURCE, options=("--fmad=false",))
 
 
+@functools.lru_cache(maxsize=None)
 def _kernel(name: str):
-    return _module().get_function(name)
+    return _module().get_function(name)       # looked up once: launches on small grids are overhead
 
 
 def usable(*arrays, strided: bool = False) -> bool:

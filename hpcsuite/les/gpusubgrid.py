@@ -246,12 +246,17 @@ def _module():
     return cupy.RawModule(code=CUDA_SOURCE, options=("--fmad=false",))
 
 
+@functools.lru_cache(maxsize=None)
+def _function(name: str):
+    return _module().get_function(name)
+
+
 def _launch(name: str, ni: int, nj: int, nk: int, args) -> None:
     if ni <= 0 or nj <= 0 or nk <= 0:
         return
     bx, by, bz = BLOCK
     grid = (-(-nk // bx), -(-nj // by), -(-ni // bz))
-    _module().get_function(name)(grid, BLOCK, tuple(args))
+    _function(name)(grid, BLOCK, tuple(args))
 
 
 def _i(*n):

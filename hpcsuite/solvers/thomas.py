@@ -62,7 +62,26 @@ def usable(f, *factors) -> bool:
         return False
     cupy_array = lambda a: type(a).__module__.split(".")[0] == "cupy"          # noqa: E731
     return (cupy_array(f) and f.dtype == np.complex128
-            and all(cupy_array(a) and a.flags.c_contiguous and a.dtype == np.float64 for a in factors))
+            and all(cupy_array(a) and a.flags.c_contiguous and a.dtype == np.float64 for a in factors)
+            and _compiles())
+
+
+_ERROR: list = []
+
+
+def _compiles() -> bool:
+    """Whether the kernel compiles (tried once; if NVRTC refuses it the level loop runs, with one
+    warning: a faster solve should not cost the run)."""
+    if not _ERROR:
+        try:
+            _kernel()
+            _ERROR.append(None)
+        except Exception as exc:  # noqa: BLE001 - NVRTC or driver errors
+            import warnings
+            _ERROR.append(f"{type(exc).__name__}: {exc}")
+            warnings.warn(f"hpcsuite.solvers.thomas: the CUDA kernel does not compile here ({_ERROR[0]}); "
+                          f"the tridiagonal solve runs level by level", RuntimeWarning, stacklevel=3)
+    return _ERROR[0] is None
 
 
 def thomas_columns(f, m, cp, a) -> None:
