@@ -32,6 +32,7 @@ import functools
 
 import numpy as np
 
+from ..accel import optional
 from . import fused
 
 __all__ = ["usable", "thermo", "advect_into", "rk_update", "coriolis", "subsidence", "projection_rhs",
@@ -277,24 +278,11 @@ def usable(*arrays, strided: bool = False) -> bool:
     return _compiled()
 
 
-_COMPILE_ERROR: list = []
-
-
 def _compiled() -> bool:
-    """Whether both CUDA modules compile (tried once per process). The kernels speed the array-API
-    source up; a compiler that refuses them should cost speed, not the run."""
-    if not _COMPILE_ERROR:
-        from . import gpusubgrid
-        try:
-            _module()
-            gpusubgrid._module()
-            _COMPILE_ERROR.append(None)
-        except Exception as exc:  # noqa: BLE001 - NVRTC or driver errors
-            import warnings
-            _COMPILE_ERROR.append(f"{type(exc).__name__}: {exc}")
-            warnings.warn(f"hpcsuite.les: the CUDA kernels do not compile here ({_COMPILE_ERROR[0]}); "
-                          f"the GPU runs the array-API source", RuntimeWarning, stacklevel=3)
-    return _COMPILE_ERROR[0] is None
+    """Whether both CUDA modules (this one's and ``gpusubgrid``'s) compile: see ``accel.optional``."""
+    from . import gpusubgrid
+    return optional.compiles("hpcsuite.les", lambda: (_module(), gpusubgrid._module()),
+                             "the GPU runs the array-API source")
 
 
 def _grid(n: int) -> tuple[tuple[int], tuple[int]]:

@@ -15,6 +15,8 @@ import functools
 
 import numpy as np
 
+from ..accel import optional
+
 __all__ = ["USE_CUDA", "usable", "thomas_columns"]
 
 #: use the kernel for C-contiguous complex128 CuPy blocks
@@ -66,22 +68,8 @@ def usable(f, *factors) -> bool:
             and _compiles())
 
 
-_ERROR: list = []
-
-
 def _compiles() -> bool:
-    """Whether the kernel compiles (tried once; if NVRTC refuses it the level loop runs, with one
-    warning: a faster solve should not cost the run)."""
-    if not _ERROR:
-        try:
-            _kernel()
-            _ERROR.append(None)
-        except Exception as exc:  # noqa: BLE001 - NVRTC or driver errors
-            import warnings
-            _ERROR.append(f"{type(exc).__name__}: {exc}")
-            warnings.warn(f"hpcsuite.solvers.thomas: the CUDA kernel does not compile here ({_ERROR[0]}); "
-                          f"the tridiagonal solve runs level by level", RuntimeWarning, stacklevel=3)
-    return _ERROR[0] is None
+    return optional.compiles("hpcsuite.solvers.thomas", _kernel, "the tridiagonal solve runs level by level")
 
 
 def thomas_columns(f, m, cp, a) -> None:
