@@ -141,8 +141,7 @@ def advect(ctx, name: str, scheme: str) -> None:
     tend = ctx.tend[name]
     if name == "w":
         # w points at zh[k]; faces in x at (i - 1/2, zh[k]): u interpolated to zh[k]
-        a = zg.dzf[:-1] / (2.0 * zg.dzh[1:-1])          # weight of u[k] (the upper point)
-        b = zg.dzf[1:] / (2.0 * zg.dzh[1:-1])           # weight of u[k-1]
+        a, b = zg.whi, zg.wlo                           # weights of u[k] (upper) and u[k-1]
         Vx = zeros(xp, (nxl + 1, nyl, nz + 1), u)
         Vx[:, :, 1:nz] = b * u[Ie, J, 0:nz - 1] + a * u[Ie, J, 1:nz]
         Vy = zeros(xp, (nxl, nyl + 1, nz + 1), v)
@@ -171,8 +170,7 @@ def advect(ctx, name: str, scheme: str) -> None:
         Vx, Vy, Wz = u[Ie, J, ...], v[I, Je, ...], w[I, J, ...]
     # (for u along x and v along y the faces between consecutive points are the cell centres:
     # the same index window, with the averaged velocity as V)
-    wm = zg.dzf[1:] / (2.0 * zg.dzh[1:-1])              # weight of phi[k-1] at zh[k]
-    wp = zg.dzf[:-1] / (2.0 * zg.dzh[1:-1])             # weight of phi[k]
+    wm, wp = zg.wlo, zg.whi                             # weights of phi[k-1] and phi[k] at zh[k]
     fuse = _fused_kernel(scheme, phi, tend, Vx, Vy, Wz, zg.rdzf, wm, wp) if nz > 1 else None
     if fuse is not None:
         fuse(tend, phi, Vx, Vy, Wz, h, scheme, g.dx, g.dy, (1, nz), 0, (wm, wp), zg.rdzf, (0, nz))

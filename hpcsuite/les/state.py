@@ -12,6 +12,8 @@ only) or writes diagnostics into ``ctx.diag``; see the interface contract in ``s
 """
 from __future__ import annotations
 
+import math
+
 from types import SimpleNamespace
 
 import numpy as np
@@ -39,11 +41,18 @@ def process_grid(team_size: int, nx: int, ny: int, dims=(0, 0), h: int = HALO) -
 
 def zgrid_on(grid: Grid, xp, device=None) -> SimpleNamespace:
     """The vertical grid arrays ``zf, zh, dzf, dzh`` (and reciprocals ``rdzf, rdzh``) on ``xp``
-    (on ``device`` when given: the strict array-API checker keeps arrays on a non-default device)."""
+    (on ``device`` when given: the strict array-API checker keeps arrays on a non-default device).
+
+    Also the linear interpolation weights from full levels to the inner half levels ``zh[1:nz]``:
+    ``wlo`` of the level below (``k - 1``) and ``whi`` of the level above (``k``), computed once
+    here rather than in every term call (two kernel launches each on a GPU).
+    """
     kw = {} if device is None else {"device": device}
     put = (lambda a: xp.asarray(np.ascontiguousarray(a, dtype=np.float64), **kw))
-    return SimpleNamespace(zf=put(grid.zf), zh=put(grid.zh), dzf=put(grid.dzf), dzh=put(grid.dzh),
-                           rdzf=put(1.0 / grid.dzf), rdzh=put(1.0 / grid.dzh))
+    dzf, dzh = np.asarray(grid.dzf, dtype=np.float64), np.asarray(grid.dzh, dtype=np.float64)
+    return SimpleNamespace(zf=put(grid.zf), zh=put(grid.zh), dzf=put(dzf), dzh=put(dzh),
+                           rdzf=put(1.0 / dzf), rdzh=put(1.0 / dzh),
+                           wlo=put(dzf[1:] / (2.0 * dzh[1:-1])), whi=put(dzf[:-1] / (2.0 * dzh[1:-1])))
 
 
 class FieldStore:
@@ -124,6 +133,10 @@ class FieldStore:
         if s is None:
             s = self._scratch[m] = self._make(m)
         buf = s.local_with_halo
+        flags = getattr(array, "flags", None)           # (NumPy and CuPy arrays have them)
+        if flags is not None and flags.c_contiguous and array.dtype == buf.dtype:
+            s.halo.update(target=array.reshape(buf.shape))    # in place (a contiguous reshape is a view)
+            return
         buf[...] = array.reshape(buf.shape)
         s.halo.update()
         array[...] = buf.reshape(array.shape)
@@ -180,7 +193,19 @@ class StepContext:
         self.grid, self.xp, self.team, self.h = grid, xp, team, grid.h
         self.fields = fields
         self.store = store
-        self.tend = {n: xp.zeros_like(a) for n, a in fields.items()}
+        # the tendencies are views of one buffer, so zeroing them all is one pass (one kernel launch
+        # on a GPU instead of one per field)
+        dtypes = {a.dtype for a in fields.values()}
+        self._tend_all = None
+        if len(dtypes) == 1:
+            sizes = [math.prod(a.shape) for a in fields.values()]
+            kw = {} if _strict_device(xp, fields) is None else {"device": _strict_device(xp, fields)}
+            self._tend_all = xp.zeros(sum(sizes), dtype=dtypes.pop(), **kw)
+            offsets = np.cumsum([0] + sizes)
+            self.tend = {n: xp.reshape(self._tend_all[int(o):int(o) + k], a.shape)
+                         for (n, a), o, k in zip(fields.items(), offsets, sizes)}
+        else:
+            self.tend = {n: xp.zeros_like(a) for n, a in fields.items()}
         self.diag: dict = {}
         self.base = base if base is not None else SimpleNamespace(th0=300.0)
         self.profiles = profiles if profiles is not None else {}
@@ -204,6 +229,9 @@ class StepContext:
             self.update_halo(self.fields[n])
 
     def zero_tendencies(self) -> None:
+        if self._tend_all is not None:
+            self._tend_all[...] = 0.0
+            return
         for a in self.tend.values():
             a[...] = 0.0
 

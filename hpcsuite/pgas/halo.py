@@ -122,26 +122,46 @@ class Halo:
             sends.append(team.comm.Send_init(sbuf, peer, tag=tag_of[o]))
             recvs.append(team.comm.Recv_init(rbuf, peer, tag=tag_of[tuple(-x for x in o)]))
         self._requests = recvs + sends
+        # on a GPU the wrap-around copies (up to 8 regions in 2-D periodic blocks, 26 in 3-D) are
+        # one gather and one scatter over precomputed flat indices: two kernel launches, not one per
+        # region, which is what an update costs on a small grid (ghosts never read ghosts here)
+        self._self_index = None
+        if array.device.is_gpu and len(self._self_copies) > 1 and array.local_with_halo.flags.c_contiguous:
+            xpd, shape = array.device.xp, array.local_with_halo.shape
+            flat = xpd.arange(int(np.prod(shape))).reshape(shape)         # built on the device
+            self._self_index = (xpd.concatenate([flat[inner].ravel() for inner, _ in self._self_copies]),
+                                xpd.concatenate([flat[ghost].ravel() for _, ghost in self._self_copies]))
         peers = [p for *_, p in self._exchanges]
         self._request_peers = peers + peers
         self.messages = len(sends)
         self.nbytes = sum(sbuf.nbytes for _, _, sbuf, _, _ in self._exchanges)
         self._started: list = []
+        self._target = None                      # the block being updated
         self._received: set | None = None        # exchanges whose message was started (None: all)
         self._active = False
 
-    def update(self) -> None:
+    def update(self, target=None) -> None:
         """Fill every ghost cell from its neighbour (or the boundary rule). Collective over the
-        array's team (point-to-point with the neighbours)."""
-        self.update_async().wait()
+        array's team (point-to-point with the neighbours). ``target``: see :meth:`update_async`."""
+        self.update_async(target).wait()
 
-    def update_async(self) -> "HaloUpdate":
+    def update_async(self, target=None) -> "HaloUpdate":
         """Start the exchange and return a handle; call ``wait()`` before reading ghost cells or
-        writing border cells. Collective over the array's team."""
+        writing border cells. Collective over the array's team.
+
+        ``target``: update the halo of this C-contiguous array of the block's shape and dtype (on the
+        array's device) instead of the array's own block, e.g. a work array of the same layout.
+        """
         self.array._alive()
         if self._active:
             raise RuntimeError("a halo update of this array is already in flight; wait() for it first")
         u = self.array.local_with_halo
+        if target is not None:
+            if target.shape != u.shape or target.dtype != u.dtype or not target.flags.c_contiguous:
+                raise ValueError(f"halo update target must be a C-contiguous {u.dtype} array of shape "
+                                 f"{u.shape}, got {target.dtype} {target.shape}")
+            u = target
+        self._target = u
         dev = self.array.device
         stage = dev.is_gpu and not self._on_device
         for inner, _, sbuf, _, _ in self._exchanges:
@@ -153,8 +173,13 @@ class Halo:
             # one communication kernel for the tuner (hpcsuite.tune): a neighbourhood exchange,
             # started here and completed in wait(); it may start the exchanges of only some peers
             self._started = observed(self.array.team, "Halo", self.nbytes, self._start, self._request_peers)
-        for inner, ghost in self._self_copies:   # overlaps with the messages in flight
-            u[ghost] = u[inner]
+        if self._self_index is not None:         # overlaps with the messages in flight
+            src, dst = self._self_index
+            flat = u.reshape(-1)
+            flat[dst] = flat[src]
+        else:
+            for inner, ghost in self._self_copies:
+                u[ghost] = u[inner]
         return HaloUpdate(self)
 
     def _start(self, peers=None) -> list:
@@ -174,14 +199,14 @@ class Halo:
         if self._requests:
             observed(self.array.team, "Halo_wait", self.nbytes, waitall, self._started)
             self._started = []
-        u = self.array.local_with_halo
+        u = self._target
         xp = self.array.device.xp
         for i, (_, ghost, _, rbuf, _) in enumerate(self._exchanges):
             if self._received is None or i in self._received:
                 u[ghost] = xp.asarray(rbuf) if self.array.device.is_gpu and not self._on_device else rbuf
         for region, value in self._fills:
             u[region] = value
-        self._active = False
+        self._active, self._target = False, None
 
     def free(self) -> None:
         """Release the persistent requests. Collective with the array's free()."""

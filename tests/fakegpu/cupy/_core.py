@@ -1,9 +1,11 @@
 """The stand-in's array type and the wrapping of NumPy functions (see ../README.md)."""
 from __future__ import annotations
 
+import collections
 import functools
 import numbers
 import os
+import sys
 
 import numpy as np
 from numpy.lib.mixins import NDArrayOperatorsMixin
@@ -12,6 +14,31 @@ _CREATION = {"asarray", "array", "asanyarray", "ascontiguousarray", "asfortranar
 
 #: every host <-> device copy: (direction, bytes), for tests of data residency
 transfers: list = []
+
+#: what would be a kernel launch on a GPU, by kind ("ufunc:add", "sum", "setitem", "raw:name", ...):
+#: a proxy for the launch overhead that dominates small grids (a count, not a time)
+launches = collections.Counter()
+
+# functions that make views or allocate without writing (no kernel on a GPU)
+_NO_LAUNCH = {"reshape", "transpose", "broadcast_to", "moveaxis", "swapaxes", "expand_dims", "squeeze",
+              "empty", "empty_like", "result_type", "shape", "ndim", "size", "atleast_1d", "atleast_2d",
+              "atleast_3d", "may_share_memory", "shares_memory", "view", "isscalar", "iscomplexobj",
+              "isrealobj", "can_cast", "promote_types", "astype_noop", "__len__", "dtype"}
+
+
+#: set to a Counter to also count launches by the innermost ``hpcsuite`` source line making them
+launch_sites: collections.Counter | None = None
+
+
+def _launched(kind: str) -> None:
+    launches[kind] += 1
+    if launch_sites is not None:
+        f = sys._getframe(1)
+        while f is not None and "hpcsuite" not in f.f_code.co_filename:
+            f = f.f_back
+        if f is not None:
+            path = f.f_code.co_filename
+            launch_sites[f"{path[path.rindex('hpcsuite'):]}:{f.f_lineno}"] += 1
 
 
 def _moved(direction: str, a) -> None:
@@ -41,6 +68,7 @@ class ndarray(NDArrayOperatorsMixin):
         inputs = tuple(_strict(x) for x in inputs)
         if "out" in kwargs:
             kwargs["out"] = tuple(_strict(o) for o in kwargs["out"])
+        _launched(f"ufunc:{ufunc.__name__}" + ("" if method == "__call__" else f".{method}"))
         return wrap(getattr(ufunc, method)(*inputs, **kwargs))
 
     def __array_function__(self, func, types, args, kwargs):
@@ -49,11 +77,15 @@ class ndarray(NDArrayOperatorsMixin):
 
     # ---------------------------------------------------------------- Python protocol
     def __getitem__(self, key):
-        return wrap(self._a[_index(key)])
+        out = self._a[_index(key)]
+        if isinstance(out, np.ndarray) and not np.may_share_memory(out, self._a):
+            _launched("take")                      # advanced indexing copies (a kernel)
+        return wrap(out)
 
     def __setitem__(self, key, value):
         if isinstance(value, np.ndarray) and value.ndim:  # CuPy 14: copy in with cupy.asarray first
             raise ValueError("non-scalar numpy.ndarray cannot be used for fill")
+        _launched("setitem")
         self._a[_index(key)] = unwrap(value)
 
     def __len__(self):
@@ -85,6 +117,7 @@ class ndarray(NDArrayOperatorsMixin):
         return "fakecupy." + repr(self._a)
 
     def __copy__(self):
+        _launched("copy")
         return ndarray(self._a.copy())
 
     def __deepcopy__(self, memo):
@@ -146,16 +179,20 @@ class ndarray(NDArrayOperatorsMixin):
             _moved("to_host", self._a)
             return attr
         if callable(attr):
-            return _method(attr)
+            return _method(attr, name)
         return attr                       # shape, dtype, ndim, size, nbytes, strides, flags, ...
 
 
 ndarray.__module__ = "cupy"
 
 
-def _method(fn):
+def _method(fn, name: str | None = None):
+    name = name or fn.__name__
+
     @functools.wraps(fn)
     def call(*args, **kwargs):
+        if name not in _NO_LAUNCH:
+            _launched(name)
         args = tuple(_strict(a) for a in args)
         kwargs = {k: _strict(v) for k, v in kwargs.items()}
         return wrap(fn(*args, **kwargs))
@@ -215,11 +252,16 @@ def _forward(fn, name: str):
             else:                                  # a host -> device copy: never an alias
                 obj = np.array(unwrap(obj), copy=True)
                 _moved("to_device", obj)
-            return ndarray(np.asarray(fn(obj, *args, **kwargs)))
+            out = np.asarray(fn(obj, *args, **kwargs))
+            if name == "array" or not np.shares_memory(out, obj):   # a copy (a kernel or a memcpy)
+                _launched(name)
+            return ndarray(out)
         return create
 
     @functools.wraps(fn)
     def call(*args, **kwargs):
+        if name not in _NO_LAUNCH:
+            _launched(name)
         args = tuple(_strict(a) for a in args)
         kwargs = {k: _strict(v) for k, v in kwargs.items()}
         return wrap(fn(*args, **kwargs))
@@ -247,6 +289,7 @@ class _Ufunc:
         self.__name__ = uf.__name__
 
     def __call__(self, *args, **kwargs):
+        _launched(f"ufunc:{self.__name__}")
         args = tuple(_strict(a) for a in args)
         if "out" in kwargs:
             out = kwargs["out"]
@@ -255,4 +298,4 @@ class _Ufunc:
 
     def __getattr__(self, name):
         attr = getattr(self._uf, name)
-        return _method(attr) if callable(attr) else attr
+        return _method(attr, f"ufunc:{self.__name__}.{name}") if callable(attr) else attr

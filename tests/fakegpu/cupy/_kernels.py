@@ -3,7 +3,7 @@ and thread of a launch run in turn; tests/cuda_emulation.py)."""
 import sys
 from pathlib import Path
 
-from ._core import unwrap
+from ._core import _launched, unwrap
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))     # tests/, for cuda_emulation
 from cuda_emulation import compile_for_cpu  # noqa: E402
@@ -19,5 +19,6 @@ class RawModule:
         k = self._kernels[name]
 
         def launch(grid, block, args, **kwargs):
+            _launched(f"raw:{name}")
             k(tuple(grid), tuple(block), tuple(unwrap(a) for a in args))
         return launch
