@@ -12,6 +12,7 @@ import numpy as np
 
 from ..runtime import InputError
 from . import fused, gpukernels
+from .state import add_at
 from .thermo import concat
 
 __all__ = ["Coriolis", "Subsidence", "PrescribedTendencies", "coriolis_parameter", "OMEGA"]
@@ -139,4 +140,4 @@ class PrescribedTendencies:
         for name, key in self.PAIRS:
             prof = ctx.profiles.get(key)
             if prof is not None and name in ctx.tend:
-                ctx.tend[name][I, J, E] += prof
+                add_at(ctx.tend[name], (I, J, E), prof)

@@ -35,8 +35,8 @@ import numpy as np
 from ..accel import optional
 from . import fused
 
-__all__ = ["usable", "thermo", "advect_into", "rk_update", "coriolis", "subsidence", "projection_rhs",
-           "subtract_gradient"]
+__all__ = ["usable", "thermo", "advect_into", "rk_update", "coriolis", "surface_momentum", "subsidence",
+           "projection_rhs", "subtract_gradient"]
 
 CUDA_BLOCK = 256
 
@@ -196,6 +196,31 @@ extern "C" __global__ void les_coriolis(const double* __restrict__ u, const doub
     tv[B3(i, j, k, ny, nz)] -= f * (u_at_v - ug[k]);
 }
 
+// surface.PrescribedSurface's momentum fluxes: at the u (v) points of the block without its outer
+// rim, -ustar^2 U / max(|U|, vmin) with the lowest level's wind shifted back to the ground frame
+// (u = field + cu: the source adds the shift to the whole level first, then averages)
+extern "C" __global__ void les_surface_momentum(const double* __restrict__ u, const double* __restrict__ v,
+        double* __restrict__ uw, double* __restrict__ vw, const int nx, const int ny, const int nz,
+        const double cu, const double cv, const double us2, const double vmin)
+{
+    const long long p = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+    if (p >= (long long)nx * ny) return;
+    const int i = (int)(p / ny), j = (int)(p % ny);
+    if (i == 0 || j == 0 || i == nx - 1 || j == ny - 1) { uw[p] = 0.0; vw[p] = 0.0; return; }
+#define L0(a, s, ii, jj) (a[B3(ii, jj, 0, ny, nz)] + s)
+    const double vu = 0.25 * (L0(v, cv, i, j) + L0(v, cv, i, j + 1) + L0(v, cv, i - 1, j) + L0(v, cv, i - 1, j + 1));
+    const double uu = L0(u, cu, i, j);
+    double s = sqrt(uu * uu + vu * vu);
+    s = (s >= vmin || s != s) ? s : vmin;                              // NumPy's maximum
+    uw[p] = -us2 * uu / s;
+    const double uv = 0.25 * (L0(u, cu, i, j) + L0(u, cu, i + 1, j) + L0(u, cu, i, j - 1) + L0(u, cu, i + 1, j - 1));
+    const double vv = L0(v, cv, i, j);
+    s = sqrt(uv * uv + vv * vv);
+    s = (s >= vmin || s != s) ? s : vmin;
+    vw[p] = -us2 * vv / s;
+#undef L0
+}
+
 extern "C" __global__ void les_subsidence(const double* __restrict__ s, double* __restrict__ t, const int h,
         const int nxl, const int nyl, const double* __restrict__ wls, const double* __restrict__ dzh,
         const int ny, const int nz)
@@ -348,6 +373,18 @@ def coriolis(u, v, tu, tv, h: int, nxl: int, nyl: int, f: float, cu: float, cv: 
     _launch3("les_coriolis", nxl, nyl, nz, (u, v, tu, tv, np.int32(h), np.int32(nxl), np.int32(nyl),
                                             np.float64(f), np.float64(cu), np.float64(cv), ug, vg,
                                             np.int32(ny), np.int32(nz)))
+
+
+def surface_momentum(xp, u, v, cu: float, cv: float, us2: float, vmin: float):
+    """``(uw, vw)`` of :class:`surface.PrescribedSurface` (``us2 > 0``) in one pass: 2-D arrays of the
+    block's horizontal shape, zero on the outer rim. ``u``, ``v``: the C-contiguous fields."""
+    nx, ny, nz = (int(n) for n in u.shape)
+    uw, vw = xp.empty((nx, ny)), xp.empty((nx, ny))
+    grid, block = _grid(nx * ny)
+    _kernel("les_surface_momentum")(grid, block, (u, v, uw, vw, np.int32(nx), np.int32(ny), np.int32(nz),
+                                                  np.float64(cu), np.float64(cv), np.float64(us2),
+                                                  np.float64(vmin)))
+    return uw, vw
 
 
 def subsidence(s, t, h: int, nxl: int, nyl: int, wls, dzh) -> None:

@@ -267,11 +267,18 @@ def _f(*x):
     return tuple(np.float64(v) for v in x)
 
 
+@functools.lru_cache(maxsize=None)
+def _dummy():
+    """A 1-element array for absent array arguments (never read): made once, not every call."""
+    import cupy
+    return cupy.zeros(1)
+
+
 def _flat2(xp, a, shape2):
     """A 2-D surface field of the block's ``shape2`` as a C-contiguous float64 array (or a
     1-element dummy when absent)."""
     if a is None:
-        return xp.zeros(1), np.int32(0)
+        return _dummy(), np.int32(0)
     if tuple(a.shape) != tuple(shape2):
         raise ValueError(f"gpusubgrid: a surface field of shape {tuple(a.shape)} for a block of {tuple(shape2)}")
     return xp.ascontiguousarray(a, dtype=xp.float64), np.int32(1)
@@ -294,7 +301,7 @@ def scalar_diffusion(s, kx, ky, kz, dzf, dzh, dx2: float, dy2: float, flux_botto
     nx, ny, nz = s.shape
     out = xp.empty((nx - 2, ny - 2, nz))
     const = isinstance(kx, float)
-    dummy = xp.zeros(1)
+    dummy = _dummy()
     fb, has_fb = _flat2(xp, flux_bottom, (nx, ny))
     _launch("sg_scalar_diffusion", nx - 2, ny - 2, nz,
             (s, dummy if const else kx, dummy if const else ky, dummy if const else kz,

@@ -22,7 +22,7 @@ from .. import pgas
 from ..runtime import Team, grid_shape
 from .grid import HALO, Grid
 
-__all__ = ["FieldStore", "StepContext", "process_grid", "zgrid_on"]
+__all__ = ["FieldStore", "StepContext", "add_at", "process_grid", "zgrid_on"]
 
 
 def process_grid(team_size: int, nx: int, ny: int, dims=(0, 0), h: int = HALO) -> tuple[int, int]:
@@ -37,6 +37,16 @@ def process_grid(team_size: int, nx: int, ny: int, dims=(0, 0), h: int = HALO) -
             raise ValueError(f"{n} cells along {ax} over {p} ranks gives blocks of {n // p} cells, fewer "
                              f"than the halo width {h}; use more cells or fewer ranks along {ax}")
     return px, py
+
+
+def add_at(a, index, value) -> None:
+    """``a[index] += value`` in place through a view (``index``: slices, integers, Ellipsis). Local.
+
+    Python runs ``a[index] += value`` as a read, an add and a write back: on a GPU that is a second
+    kernel (the copy of the result onto itself); adding into the view is one.
+    """
+    view = a[index]
+    view += value
 
 
 def zgrid_on(grid: Grid, xp, device=None) -> SimpleNamespace:

@@ -34,6 +34,7 @@ import numpy as np
 
 from ..runtime import InputError
 from . import fused, gpukernels, gpusubgrid
+from .state import add_at
 from .thermo import concat
 
 __all__ = ["ConstantViscosity", "Smagorinsky", "SubgridTKE", "ScalarDiffusion", "diffuse_scalar", "momentum_diffusion",
@@ -74,6 +75,18 @@ def _zeros_like_level(xp, a):
 
 
 class _Geo:
+    """Grid quantities of the subgrid terms; :meth:`of` makes them once per context."""
+
+    @classmethod
+    def of(cls, ctx) -> "_Geo":
+        cached = getattr(ctx, "_subgrid_geo", None)
+        if (cached is None or cached[0] is not getattr(ctx, "zgrid", None) or cached[1].xp is not ctx.xp
+                or (cached[1].dx, cached[1].dy) != (float(ctx.grid.dx), float(ctx.grid.dy))):
+            geo = cls(ctx)
+            ctx._subgrid_geo = (ctx.zgrid, geo)
+            return geo
+        return cached[1]
+
     def __init__(self, ctx):
         zg = getattr(ctx, "zgrid", None)
         if zg is None:
@@ -83,6 +96,7 @@ class _Geo:
         self.dx, self.dy = float(ctx.grid.dx), float(ctx.grid.dy)
         self.dzf, self.dzh, self.zf = zg.dzf, zg.dzh, zg.zf
         self.delta = (self.dx * self.dy * self.dzf) ** (1.0 / 3.0)
+        self.shear_scale = None         # (ustar field, -max(ustar, 1e-10) kappa z1): _surface_shear
 
 
 def _add_interior(ctx, name, core_tend, levels=None):
@@ -91,9 +105,9 @@ def _add_interior(ctx, name, core_tend, levels=None):
     t = ctx.tend[name]
     src = core_tend[h - 1:h - 1 + g.nxl, h - 1:h - 1 + g.nyl, ...]
     if levels is None:
-        t[h:h + g.nxl, h:h + g.nyl, ...] += src
+        add_at(t, (slice(h, h + g.nxl), slice(h, h + g.nyl), ...), src)
     else:
-        t[h:h + g.nxl, h:h + g.nyl, levels] += src
+        add_at(t, (slice(h, h + g.nxl), slice(h, h + g.nyl), levels), src)
 
 
 def _surface(ctx, key):
@@ -200,7 +214,11 @@ def _surface_shear(ctx, geo, key_flux, like):
     flux, ustar = _surface(ctx, key_flux), _surface(ctx, "ustar")
     if flux is None or ustar is None:
         return xp.zeros_like(like[..., :1])
-    return (-flux / (xp.maximum(ustar, 1e-10) * KARMAN * geo.zf[0]))[..., None]
+    # the denominator only changes with the u* field (a constant one is the same object every
+    # call); negating it instead of the flux gives the same bits (IEEE division is sign-symmetric)
+    if geo.shear_scale is None or geo.shear_scale[0] is not ustar:
+        geo.shear_scale = (ustar, -(xp.maximum(ustar, 1e-10) * KARMAN * geo.zf[0]))
+    return (flux / geo.shear_scale[1])[..., None]
 
 
 def strain2(ctx, geo, edges):
@@ -313,7 +331,7 @@ class ConstantViscosity:
             raise InputError(f"subgrid: nu and kappa must be >= 0, got nu={nu!r}, kappa={kappa!r}")
 
     def __call__(self, ctx) -> None:
-        xp, geo, f = ctx.xp, _Geo(ctx), ctx.fields
+        xp, geo, f = ctx.xp, _Geo.of(ctx), ctx.fields
         for name, key in (("u", "uw"), ("v", "vw")):
             if name in f and name in ctx.tend:
                 _add_interior(ctx, name, diffuse_scalar(xp, f[name], self.nu, geo, _surface(ctx, key)))
@@ -354,7 +372,7 @@ class Smagorinsky:
         return ekm, xp.maximum(ekm / self.prandtl, EKMIN)
 
     def __call__(self, ctx) -> None:
-        f, geo = ctx.fields, _Geo(ctx)
+        f, geo = ctx.fields, _Geo.of(ctx)
         edges = _edges(ctx.xp, f["u"], f["v"], f["w"], geo)
         ekm, ekh = self.viscosity(ctx, geo, edges)
         ctx.diag["ekm"], ctx.diag["ekh"] = ekm, ekh
@@ -431,7 +449,7 @@ class SubgridTKE:
         return shear, buoy, diss
 
     def __call__(self, ctx) -> None:
-        xp, f, geo = ctx.xp, ctx.fields, _Geo(ctx)
+        xp, f, geo = ctx.xp, ctx.fields, _Geo.of(ctx)
         edges = _edges(xp, f["u"], f["v"], f["w"], geo)
         ekm, ekh, zlt, e12, n2, _ = self.closure(ctx, geo)
         ctx.diag["ekm"], ctx.diag["ekh"] = ekm, ekh

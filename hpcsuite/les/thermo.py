@@ -28,6 +28,7 @@ import numpy as np
 
 from ..runtime import InputError
 from . import gpukernels
+from .state import add_at
 
 __all__ = ["RD", "RV", "CP", "LV", "GRAV", "P0", "EP", "esat", "qsat", "saturation_adjust",
            "virtual_theta", "base_state", "horizontal_mean", "horizontal_sums", "add_buoyancy",
@@ -255,7 +256,7 @@ def add_buoyancy(ctx, thv, thvref) -> None:
     b = (GRAV / ctx.base.th0) * (thv - thvref)
     dzf, dzh = zg.dzf, zg.dzh
     bh = (b[..., 1:] * dzf[:-1] + b[..., :-1] * dzf[1:]) / (2.0 * dzh[1:-1])
-    ctx.tend["w"][..., 1:-1] += bh
+    add_at(ctx.tend["w"], (..., slice(1, -1)), bh)
 
 
 class Thermo:

@@ -227,6 +227,38 @@ def test_cuda_forcing_and_projection_kernels_equal_the_array_api_source(team, mo
         assert np.array_equal(out[True][n], out[False][n]), (which, n, np.abs(out[True][n] - out[False][n]).max())
 
 
+@pytest.mark.mpi
+def test_cuda_surface_momentum_kernel_equals_the_array_api_source(team, monkeypatch):
+    """The prescribed surface's momentum fluxes (a Galilean shift in x and y, calm points where the
+    wind speed bound acts) with the kernel and with the array-API source, to the last bit."""
+    import cupy
+
+    from hpcsuite.les import fused, gpukernels, surface
+    m = _stirred_gpu_model(team, monkeypatch, "2nd", stretched=False)
+    ctx = m.ctx
+    ctx.galilean = (ctx.galilean[0], 0.2)
+    u0 = ctx.fields["u"]
+    u0[::3, ::2, 0] = -ctx.galilean[0] + 0.01           # calm: |U| below HORV_MIN
+    ctx.fields["v"][::3, ::2, 0] = -0.2 - 0.02
+    calls = []
+    real = gpukernels.surface_momentum
+    monkeypatch.setattr(gpukernels, "surface_momentum", lambda *a: calls.append(1) or real(*a))
+    term = surface.PrescribedSurface({"ustar": 0.28, "wthl": 8e-3, "wqt": 5.2e-5})
+    out = {}
+    for on in (True, False):
+        monkeypatch.setattr(fused, "ENABLED", on)
+        term(ctx)
+        out[on] = {k: cupy.asnumpy(a).copy() for k, a in ctx.diag["surface"].items()}
+    m.free()
+    assert len(calls) == 1
+    assert set(out[True]) == set(out[False]) == {"ustar", "wthl", "wqt", "uw", "vw"}
+    inner = (slice(1, -1), slice(1, -1))
+    speed = np.hypot(out[False]["uw"][inner], out[False]["vw"][inner]) / 0.28 ** 2
+    assert (np.abs(out[False]["uw"][inner]) < 0.28 ** 2 * 0.99).any() and speed.max() > 0
+    for k in out[True]:
+        assert np.array_equal(out[True][k], out[False][k]), (k, np.abs(out[True][k] - out[False][k]).max())
+
+
 @pytest.mark.parametrize("floor", [None, 0.1])
 def test_cuda_rk_update_equals_the_array_api_expression(floor):
     import cupy
