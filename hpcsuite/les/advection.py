@@ -19,7 +19,7 @@ import numpy as np
 
 from . import fused, gpukernels
 
-__all__ = ["Advection", "SCHEMES", "advect"]
+__all__ = ["Advection", "SCHEMES", "advect", "face_velocities"]
 
 SCHEMES = ("2nd", "5th")
 
@@ -128,17 +128,19 @@ def _fused_kernel(scheme: str, phi, tend, *more):
     return None
 
 
-def advect(ctx, name: str, scheme: str) -> None:
-    """Add the advective tendency of field ``name`` with ``scheme`` to ``ctx.tend[name]``. Local
-    (halos of u, v, w and the field must be valid)."""
+def face_velocities(ctx, name: str):
+    """``(Vx, Vy, Vz)``: the velocities that advect field ``name`` through the faces around the
+    interior cells (see :func:`advect`); views of the fields for scalars, new arrays for momentum.
+    On a GPU a momentum field's three come from one kernel launch. Local."""
     xp, g, zg = ctx.xp, ctx.grid, ctx.zgrid
     f = ctx.fields
-    u, v, w, phi = f["u"], f["v"], f["w"], f[name]
+    u, v, w = f["u"], f["v"], f["w"]
     h, nxl, nyl, nz = g.h, g.nxl, g.nyl, g.nz
     I, J = slice(h, h + nxl), slice(h, h + nyl)
     Ie, Je = slice(h, h + nxl + 1), slice(h, h + nyl + 1)          # the faces around the interior
     Iw, Js = slice(h - 1, h + nxl), slice(h - 1, h + nyl)          # the same faces, one point back
-    tend = ctx.tend[name]
+    if name in ("u", "v", "w") and gpukernels.usable(u, v, w, zg.wlo, zg.whi):
+        return gpukernels.face_velocities(xp, name, u, v, w, h, nxl, nyl, zg.wlo, zg.whi)
     if name == "w":
         # w points at zh[k]; faces in x at (i - 1/2, zh[k]): u interpolated to zh[k]
         a, b = zg.whi, zg.wlo                           # weights of u[k] (upper) and u[k-1]
@@ -147,7 +149,27 @@ def advect(ctx, name: str, scheme: str) -> None:
         Vy = zeros(xp, (nxl, nyl + 1, nz + 1), v)
         Vy[:, :, 1:nz] = b * v[I, Je, 0:nz - 1] + a * v[I, Je, 1:nz]
         # vertical faces at zf[k-1], between w[k-1] and w[k], k = 1 .. nz
-        Vz = 0.5 * (w[I, J, 0:nz] + w[I, J, 1:nz + 1])
+        return Vx, Vy, 0.5 * (w[I, J, 0:nz] + w[I, J, 1:nz + 1])
+    if name == "u":                                                 # at cell centres i - 1 .. i + nxl - 1
+        return (0.5 * (u[Iw, J, ...] + u[Ie, J, ...]), 0.5 * (v[h - 1:h + nxl - 1, Je, ...] + v[I, Je, ...]),
+                0.5 * (w[h - 1:h + nxl - 1, J, ...] + w[I, J, ...]))
+    if name == "v":
+        return (0.5 * (u[Ie, h - 1:h + nyl - 1, ...] + u[Ie, J, ...]), 0.5 * (v[I, Js, ...] + v[I, Je, ...]),
+                0.5 * (w[I, h - 1:h + nyl - 1, ...] + w[I, J, ...]))
+    return u[Ie, J, ...], v[I, Je, ...], w[I, J, ...]
+
+
+def advect(ctx, name: str, scheme: str) -> None:
+    """Add the advective tendency of field ``name`` with ``scheme`` to ``ctx.tend[name]``. Local
+    (halos of u, v, w and the field must be valid)."""
+    xp, g, zg = ctx.xp, ctx.grid, ctx.zgrid
+    f = ctx.fields
+    phi = f[name]
+    h, nxl, nyl, nz = g.h, g.nxl, g.nyl, g.nz
+    I, J = slice(h, h + nxl), slice(h, h + nyl)
+    tend = ctx.tend[name]
+    Vx, Vy, Vz = face_velocities(ctx, name)
+    if name == "w":
         fuse = _fused_kernel(scheme, phi, tend, Vx, Vy, Vz, zg.rdzh)
         if fuse is not None:
             fuse(tend, phi, Vx, Vy, Vz, h, scheme, g.dx, g.dy, (1, nz + 1), 1, None, zg.rdzh, (1, nz))
@@ -158,16 +180,7 @@ def advect(ctx, name: str, scheme: str) -> None:
         tz = -(F[:, :, 1:nz] - F[:, :, 0:nz - 1]) * zg.rdzh[1:nz]
         tend[I, J, 1:nz] += tx[:, :, 1:nz] + ty[:, :, 1:nz] + tz
         return
-    if name == "u":
-        Vx = 0.5 * (u[Iw, J, ...] + u[Ie, J, ...])                 # at cell centres i - 1 .. i + nxl - 1
-        Vy = 0.5 * (v[h - 1:h + nxl - 1, Je, ...] + v[I, Je, ...])
-        Wz = 0.5 * (w[h - 1:h + nxl - 1, J, ...] + w[I, J, ...])
-    elif name == "v":
-        Vx = 0.5 * (u[Ie, h - 1:h + nyl - 1, ...] + u[Ie, J, ...])
-        Vy = 0.5 * (v[I, Js, ...] + v[I, Je, ...])
-        Wz = 0.5 * (w[I, h - 1:h + nyl - 1, ...] + w[I, J, ...])
-    else:
-        Vx, Vy, Wz = u[Ie, J, ...], v[I, Je, ...], w[I, J, ...]
+    Wz = Vz
     # (for u along x and v along y the faces between consecutive points are the cell centres:
     # the same index window, with the averaged velocity as V)
     wm, wp = zg.wlo, zg.whi                             # weights of phi[k-1] and phi[k] at zh[k]

@@ -35,7 +35,8 @@ import numpy as np
 from ..accel import optional
 from . import fused
 
-__all__ = ["usable", "thermo", "advect_into", "rk_update", "coriolis", "surface_momentum", "subsidence",
+__all__ = ["usable", "thermo", "advect_into", "face_velocities", "rk_update", "coriolis", "surface_momentum",
+           "subsidence",
            "projection_rhs", "subtract_gradient"]
 
 CUDA_BLOCK = 256
@@ -194,6 +195,47 @@ extern "C" __global__ void les_coriolis(const double* __restrict__ u, const doub
                                   + u[B3(i + 1, j - 1, k, ny, nz)]) + cu;
     tu[B3(i, j, k, ny, nz)] += f * (v_at_u - vg[k]);
     tv[B3(i, j, k, ny, nz)] -= f * (u_at_v - ug[k]);
+}
+
+// advection's face velocities of u (di = 1) or v (dj = 1): three outputs o_n of shape (ni_n, nj_n,
+// nk_n), each the average of a field s_n (C-contiguous, ny x nz_n per x index) and its neighbour one
+// point back along x or y, around the interior of a block with halo h
+extern "C" __global__ void les_face_pairs(const double* __restrict__ s0, const double* __restrict__ s1,
+        const double* __restrict__ s2, double* __restrict__ o0, double* __restrict__ o1, double* __restrict__ o2,
+        const int n0i, const int n0j, const int n0k, const int n1i, const int n1j, const int n1k,
+        const int n2i, const int n2j, const int n2k, const int z0, const int z1, const int z2,
+        const int ny, const int h, const int di, const int dj)
+{
+    const int k = blockIdx.x * blockDim.x + threadIdx.x;
+    const int b = blockIdx.y * blockDim.y + threadIdx.y;
+    const int a = blockIdx.z * blockDim.z + threadIdx.z;
+    const int i = h + a, j = h + b;
+    if (a < n0i && b < n0j && k < n0k)
+        o0[B3(a, b, k, n0j, n0k)] = 0.5 * (s0[B3(i - di, j - dj, k, ny, z0)] + s0[B3(i, j, k, ny, z0)]);
+    if (a < n1i && b < n1j && k < n1k)
+        o1[B3(a, b, k, n1j, n1k)] = 0.5 * (s1[B3(i - di, j - dj, k, ny, z1)] + s1[B3(i, j, k, ny, z1)]);
+    if (a < n2i && b < n2j && k < n2k)
+        o2[B3(a, b, k, n2j, n2k)] = 0.5 * (s2[B3(i - di, j - dj, k, ny, z2)] + s2[B3(i, j, k, ny, z2)]);
+}
+
+// advection's face velocities of w: u and v interpolated to the half levels (zero at the surface and
+// the lid) on the x and y faces, and w averaged to the full levels
+extern "C" __global__ void les_face_w(const double* __restrict__ u, const double* __restrict__ v,
+        const double* __restrict__ w, const double* __restrict__ wlo, const double* __restrict__ whi,
+        double* __restrict__ vx, double* __restrict__ vy, double* __restrict__ vz, const int nxl,
+        const int nyl, const int nz, const int ny, const int h)
+{
+    const int k = blockIdx.x * blockDim.x + threadIdx.x;
+    const int b = blockIdx.y * blockDim.y + threadIdx.y;
+    const int a = blockIdx.z * blockDim.z + threadIdx.z;
+    const int i = h + a, j = h + b;
+    const int inner = k >= 1 && k <= nz - 1;
+    if (a <= nxl && b < nyl && k <= nz)
+        vx[B3(a, b, k, nyl, nz + 1)] = inner ? wlo[k - 1] * u[B3(i, j, k - 1, ny, nz)] + whi[k - 1] * u[B3(i, j, k, ny, nz)] : 0.0;
+    if (a < nxl && b <= nyl && k <= nz)
+        vy[B3(a, b, k, nyl + 1, nz + 1)] = inner ? wlo[k - 1] * v[B3(i, j, k - 1, ny, nz)] + whi[k - 1] * v[B3(i, j, k, ny, nz)] : 0.0;
+    if (a < nxl && b < nyl && k < nz)
+        vz[B3(a, b, k, nyl, nz)] = 0.5 * (w[B3(i, j, k, ny, nz + 1)] + w[B3(i, j, k + 1, ny, nz + 1)]);
 }
 
 // surface.PrescribedSurface's momentum fluxes: at the u (v) points of the block without its outer
@@ -373,6 +415,25 @@ def coriolis(u, v, tu, tv, h: int, nxl: int, nyl: int, f: float, cu: float, cv: 
     _launch3("les_coriolis", nxl, nyl, nz, (u, v, tu, tv, np.int32(h), np.int32(nxl), np.int32(nyl),
                                             np.float64(f), np.float64(cu), np.float64(cv), ug, vg,
                                             np.int32(ny), np.int32(nz)))
+
+
+def face_velocities(xp, name: str, u, v, w, h: int, nxl: int, nyl: int, wlo=None, whi=None):
+    """``(Vx, Vy, Vz)`` of :func:`advection.face_velocities` for momentum field ``name`` (u, v or w)
+    in one launch. ``u``, ``v``, ``w``: the C-contiguous fields (``w`` with ``nz + 1`` levels)."""
+    ny, nz = int(u.shape[1]), int(u.shape[2])
+    i32 = np.int32
+    if name == "w":
+        out = (xp.empty((nxl + 1, nyl, nz + 1)), xp.empty((nxl, nyl + 1, nz + 1)), xp.empty((nxl, nyl, nz)))
+        _launch3("les_face_w", nxl + 1, nyl + 1, nz + 1,
+                 (u, v, w, wlo, whi, *out, i32(nxl), i32(nyl), i32(nz), i32(ny), i32(h)))
+        return out
+    di, dj = (1, 0) if name == "u" else (0, 1)
+    shapes = ((nxl + 1, nyl, nz), (nxl, nyl + 1, nz), (nxl, nyl, nz + 1))
+    out = tuple(xp.empty(sh) for sh in shapes)
+    _launch3("les_face_pairs", nxl + 1, nyl + 1, nz + 1,
+             (u, v, w, *out, *(i32(n) for sh in shapes for n in sh), i32(nz), i32(nz), i32(nz + 1),
+              i32(ny), i32(h), i32(di), i32(dj)))
+    return out
 
 
 def surface_momentum(xp, u, v, cu: float, cv: float, us2: float, vmin: float):

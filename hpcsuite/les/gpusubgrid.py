@@ -21,7 +21,7 @@ import functools
 
 import numpy as np
 
-__all__ = ["face_diffusivities", "scalar_diffusion", "edges", "strain2", "tke_closure",
+__all__ = ["face_diffusivities", "scalar_diffusion", "edges", "strain2", "tke_closure", "tke_sources",
            "momentum_diffusion"]
 
 CUDA_SOURCE = r"""
@@ -166,6 +166,23 @@ extern "C" __global__ void sg_tke_closure(const double* __restrict__ e12f, const
     ekm[p] = sg_max(m, ekmin);
     ekh[p] = sg_max(h, ekmin);
     zlt[p] = zl; e12[p] = e; n2[p] = nn;
+}
+
+// SubgridTKE.sources and their sum, one thread per point (any block of nz levels, C-contiguous)
+extern "C" __global__ void sg_tke_sources(const double* __restrict__ ekm, const double* __restrict__ ekh,
+        const double* __restrict__ zlt, const double* __restrict__ e12, const double* __restrict__ n2,
+        const double* __restrict__ s2, const double* __restrict__ delta, const double ce1, const double ce2,
+        double* __restrict__ shear, double* __restrict__ buoy, double* __restrict__ diss,
+        double* __restrict__ total, const long long n, const int nz)
+{
+    const long long p = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+    if (p >= n) return;
+    const double e = e12[p], zl = zlt[p];
+    const double sh = ekm[p] * (2.0 * s2[p]) / (2.0 * e);
+    const double bu = -ekh[p] * n2[p] / (2.0 * e);
+    const double di = -(ce1 + ce2 * zl / delta[p % nz]) * (e * e) / (2.0 * zl);
+    shear[p] = sh; buoy[p] = bu; diss[p] = di;
+    total[p] = sh + bu + di;
 }
 
 __device__ bool sg_rim(const int i, const int j, const int nx, const int ny)
@@ -339,6 +356,19 @@ def tke_closure(e12f, thv, zf, grav_thvf, delta, cm, cn, ch1, ch2, e12min, ekmin
     out = [xp.empty(e12f.shape) for _ in range(5)]
     _launch("sg_tke_closure", nx, ny, nz, (e12f, thv, zf, grav_thvf, delta, *_f(cm, cn, ch1, ch2, e12min, ekmin),
                                            *out, *_i(nx, ny, nz)))
+    return tuple(out)
+
+
+def tke_sources(ekm, ekh, zlt, e12, n2, s2, delta, ce1: float, ce2: float):
+    """``(shear, buoyancy, dissipation, their sum)`` of :meth:`subgrid.SubgridTKE.sources` in one
+    pass on the GPU (block arrays of ``ekm``'s shape)."""
+    import cupy as xp
+    out = [xp.empty(ekm.shape) for _ in range(4)]
+    n = int(ekm.size)
+    if n:
+        _function("sg_tke_sources")((-(-n // 256),), (256,), (ekm, ekh, zlt, e12, n2, s2, delta,
+                                                              *_f(ce1, ce2), *out, np.int64(n),
+                                                              np.int32(ekm.shape[-1])))
     return tuple(out)
 
 

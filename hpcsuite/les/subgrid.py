@@ -457,7 +457,12 @@ class SubgridTKE:
         _diffuse_scalars(ctx, geo, ekh)
         if "e12" in ctx.tend:
             s2 = strain2(ctx, geo, edges)
-            shear, buoy, diss = self.sources(ctx, geo, ekm, ekh, zlt, e12, n2, s2)
+            if type(self).sources is SubgridTKE.sources and _gpu(ekm, ekh, zlt, e12, n2, s2, geo.delta):
+                shear, buoy, diss, total = gpusubgrid.tke_sources(ekm, ekh, zlt, e12, n2, s2, geo.delta,
+                                                                  self.ce1, self.ce2)    # (CUDA, one pass)
+            else:
+                shear, buoy, diss = self.sources(ctx, geo, ekm, ekh, zlt, e12, n2, s2)
+                total = shear + buoy + diss
             ctx.diag["tke_budget"] = {"shear": shear, "buoyancy": buoy, "dissipation": diss}
-            t = diffuse_scalar(xp, f["e12"], 2.0 * ekm, geo, None) + _c(shear + buoy + diss)
+            t = diffuse_scalar(xp, f["e12"], 2.0 * ekm, geo, None) + _c(total)
             _add_interior(ctx, "e12", t)

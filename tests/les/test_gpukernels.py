@@ -178,7 +178,9 @@ def test_cuda_advection_kernel_is_bit_identical_to_the_array_api_source(team, mo
 def test_cuda_subgrid_kernels_match_the_array_api_source(team, monkeypatch, stretched):
     """The TKE closure term (edge gradients, closure, momentum and scalar diffusion with surface
     fluxes, strain rate and TKE sources) with the CUDA kernels and with the array-API source."""
-    from hpcsuite.les import gpusubgrid, subgrid
+    import cupy
+
+    from hpcsuite.les import fused, gpusubgrid, subgrid
     from hpcsuite.les.cases import BOMEX
     m = _stirred_gpu_model(team, monkeypatch, "2nd", stretched)
     used = set()
@@ -187,7 +189,14 @@ def test_cuda_subgrid_kernels_match_the_array_api_source(team, monkeypatch, stre
         monkeypatch.setattr(gpusubgrid, name, (lambda n, f: lambda *a, **k: used.add(n) or f(*a, **k))(name, real))
     term = subgrid.SubgridTKE({"ustar": BOMEX["ustar"]})
     out = _with_and_without_kernels(monkeypatch, m.ctx, term, diag=("ekm", "ekh"))
+    budget = {}                                    # the TKE budget terms (statistics read them)
+    for on in (True, False):
+        monkeypatch.setattr(fused, "ENABLED", on)
+        term(m.ctx)
+        budget[on] = {k: cupy.asnumpy(a).copy() for k, a in m.ctx.diag["tke_budget"].items()}
     m.free()
+    for k in budget[True]:
+        _assert_same(budget[True][k], budget[False][k], k)
     assert used == set(gpusubgrid.__all__)
     for n in out[True]:
         assert np.abs(out[False][n]).max() > 0, n
