@@ -36,8 +36,7 @@ from ..accel import optional
 from . import fused
 
 __all__ = ["usable", "thermo", "advect_into", "face_velocities", "rk_update", "coriolis", "surface_momentum",
-           "subsidence",
-           "projection_rhs", "subtract_gradient"]
+           "subsidence", "buoyancy", "projection_rhs", "subtract_gradient"]
 
 CUDA_BLOCK = 256
 
@@ -238,6 +237,21 @@ extern "C" __global__ void les_face_w(const double* __restrict__ u, const double
         vz[B3(a, b, k, nyl, nz)] = 0.5 * (w[B3(i, j, k, ny, nz + 1)] + w[B3(i, j, k + 1, ny, nz + 1)]);
 }
 
+// thermo.add_buoyancy: c (thv - thvref) interpolated to the inner half levels, added to tend w; one
+// thread per (column, inner half level k + 1)
+extern "C" __global__ void les_buoyancy(const double* __restrict__ thv, const double* __restrict__ thvref,
+        const double* __restrict__ dzf, const double* __restrict__ dzh, double* __restrict__ tw,
+        const double c, const long long ncol, const int nz)
+{
+    const long long p = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+    if (p >= ncol * (nz - 1)) return;
+    const long long col = p / (nz - 1);
+    const int k = (int)(p % (nz - 1));
+    const double b1 = c * (thv[col * nz + k + 1] - thvref[k + 1]);
+    const double b0 = c * (thv[col * nz + k] - thvref[k]);
+    tw[col * (nz + 1) + k + 1] += (b1 * dzf[k] + b0 * dzf[k + 1]) / (2.0 * dzh[k + 1]);
+}
+
 // surface.PrescribedSurface's momentum fluxes: at the u (v) points of the block without its outer
 // rim, -ustar^2 U / max(|U|, vmin) with the lowest level's wind shifted back to the ground frame
 // (u = field + cu: the source adds the shift to the whole level first, then averages)
@@ -434,6 +448,17 @@ def face_velocities(xp, name: str, u, v, w, h: int, nxl: int, nyl: int, wlo=None
              (u, v, w, *out, *(i32(n) for sh in shapes for n in sh), i32(nz), i32(nz), i32(nz + 1),
               i32(ny), i32(h), i32(di), i32(dj)))
     return out
+
+
+def buoyancy(thv, thvref, dzf, dzh, tw, c: float) -> None:
+    """:func:`thermo.add_buoyancy` in one pass: ``tw[..., 1:-1] += interpolated c (thv - thvref)``.
+    ``thv`` (nz levels) and ``tw`` (nz + 1) C-contiguous blocks of the same columns."""
+    nz = int(thv.shape[-1])
+    ncol = int(thv.size) // max(nz, 1)
+    if nz < 2 or ncol == 0:
+        return
+    grid, block = _grid(ncol * (nz - 1))
+    _kernel("les_buoyancy")(grid, block, (thv, thvref, dzf, dzh, tw, np.float64(c), np.int64(ncol), np.int32(nz)))
 
 
 def surface_momentum(xp, u, v, cu: float, cv: float, us2: float, vmin: float):

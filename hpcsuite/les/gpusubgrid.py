@@ -92,8 +92,13 @@ extern "C" __global__ void sg_edges(const double* __restrict__ u, const double* 
         const int nx, const int ny, const int nz)
 {
     THREAD_IJK
-    const int bi = i + 1, bj = j + 1;
-    if (bi >= nx - 1 || bj >= ny - 1 || k >= nz) return;
+    const int bi = i, bj = j;
+    if (bi >= nx || bj >= ny || k >= nz) return;
+    if (bi == 0 || bj == 0 || bi == nx - 1 || bj == ny - 1) {          // the rim: zero
+        suv[IX3(bi, bj, k, ny, nz)] = 0.0;
+        if (k < nz - 1) { suw[IX3(bi, bj, k, ny, nz - 1)] = 0.0; svw[IX3(bi, bj, k, ny, nz - 1)] = 0.0; }
+        return;
+    }
     suv[IX3(bi, bj, k, ny, nz)] = (u[IX3(bi, bj, k, ny, nz)] - u[IX3(bi, bj - 1, k, ny, nz)]) / dy
                                 + (v[IX3(bi, bj, k, ny, nz)] - v[IX3(bi - 1, bj, k, ny, nz)]) / dx;
     if (k < nz - 1) {
@@ -114,7 +119,7 @@ __device__ double sg_zface(const double* __restrict__ sz, const double* __restri
     return sz[IX3(i, j, f - 1, ny, nz - 1)];
 }
 
-// fused._strain2: out (nx, ny, nz) on the core (the rim stays as allocated: zero)
+// fused._strain2: out (nx, ny, nz) on the core, zero on the rim
 extern "C" __global__ void sg_strain2(const double* __restrict__ u, const double* __restrict__ v,
         const double* __restrict__ w, const double* __restrict__ suv, const double* __restrict__ suw,
         const double* __restrict__ svw, const double* __restrict__ s0u, const double* __restrict__ s0v,
@@ -122,8 +127,9 @@ extern "C" __global__ void sg_strain2(const double* __restrict__ u, const double
         const int nx, const int ny, const int nz)
 {
     THREAD_IJK
-    const int bi = i + 1, bj = j + 1, nw = nz + 1;
-    if (bi >= nx - 1 || bj >= ny - 1 || k >= nz) return;
+    const int bi = i, bj = j, nw = nz + 1;
+    if (bi >= nx || bj >= ny || k >= nz) return;
+    if (bi == 0 || bj == 0 || bi == nx - 1 || bj == ny - 1) { out[IX3(bi, bj, k, ny, nz)] = 0.0; return; }
     const double a = (u[IX3(bi + 1, bj, k, ny, nz)] - u[IX3(bi, bj, k, ny, nz)]) / dx;
     const double b = (v[IX3(bi, bj + 1, k, ny, nz)] - v[IX3(bi, bj, k, ny, nz)]) / dy;
     const double c = (w[IX3(bi, bj, k + 1, ny, nw)] - w[IX3(bi, bj, k, ny, nw)]) / dzf[k];
@@ -330,10 +336,10 @@ def edges(u, v, w, dzh, dx: float, dy: float):
     """``(suv, suw, svw)`` of :func:`fused.edges` on the GPU (zero rim)."""
     import cupy as xp
     nx, ny, nz = u.shape
-    suv = xp.zeros((nx, ny, nz))
-    suw = xp.zeros((nx, ny, max(nz - 1, 0)))
-    svw = xp.zeros((nx, ny, max(nz - 1, 0)))
-    _launch("sg_edges", nx - 2, ny - 2, nz, (u, v, w, dzh, *_f(dx, dy), suv, suw, svw, *_i(nx, ny, nz)))
+    suv = xp.empty((nx, ny, nz))                       # the kernel writes the zero rim too
+    suw = xp.empty((nx, ny, max(nz - 1, 0)))
+    svw = xp.empty((nx, ny, max(nz - 1, 0)))
+    _launch("sg_edges", nx, ny, nz, (u, v, w, dzh, *_f(dx, dy), suv, suw, svw, *_i(nx, ny, nz)))
     return suv, suw, svw
 
 
@@ -341,10 +347,10 @@ def strain2(u, v, w, edges, shear_uw, shear_vw, dzf, dx: float, dy: float):
     """``S_ij S_ij`` of :func:`fused.strain2` on the GPU (zero rim)."""
     import cupy as xp
     nx, ny, nz = u.shape
-    out = xp.zeros(u.shape)
+    out = xp.empty(u.shape)                            # the kernel writes the zero rim too
     suv, suw, svw = edges
     (s0u, _), (s0v, _) = (_flat2(xp, a, (nx, ny)) for a in (shear_uw, shear_vw))
-    _launch("sg_strain2", nx - 2, ny - 2, nz, (u, v, w, suv, suw, svw, s0u, s0v, dzf, *_f(dx, dy), out,
+    _launch("sg_strain2", nx, ny, nz, (u, v, w, suv, suw, svw, s0u, s0v, dzf, *_f(dx, dy), out,
                                                *_i(nx, ny, nz)))
     return out
 

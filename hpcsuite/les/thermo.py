@@ -253,10 +253,15 @@ def add_buoyancy(ctx, thv, thvref) -> None:
     """Add ``g (thv - thvref) / th0``, interpolated to the inner ``w`` levels, to ``tend['w']``.
     Local. The interpolation weights are DALES' (linear in z on a stretched grid)."""
     zg = _zgrid(ctx)
+    tw = ctx.tend["w"]
+    if isinstance(ctx.base.th0, float) and tw.shape[:-1] == thv.shape[:-1] \
+            and gpukernels.usable(thv, thvref, zg.dzf, zg.dzh, tw):     # the same operations in one pass
+        gpukernels.buoyancy(thv, thvref, zg.dzf, zg.dzh, tw, GRAV / ctx.base.th0)
+        return
     b = (GRAV / ctx.base.th0) * (thv - thvref)
     dzf, dzh = zg.dzf, zg.dzh
     bh = (b[..., 1:] * dzf[:-1] + b[..., :-1] * dzf[1:]) / (2.0 * dzh[1:-1])
-    add_at(ctx.tend["w"], (..., slice(1, -1)), bh)
+    add_at(tw, (..., slice(1, -1)), bh)
 
 
 class Thermo:

@@ -268,6 +268,34 @@ def test_cuda_surface_momentum_kernel_equals_the_array_api_source(team, monkeypa
         assert np.array_equal(out[True][k], out[False][k]), (k, np.abs(out[True][k] - out[False][k]).max())
 
 
+@pytest.mark.mpi
+def test_cuda_buoyancy_kernel_equals_the_array_api_source(team, monkeypatch):
+    """The buoyancy added to the w tendency on a stretched grid (the interpolation weights differ
+    per level), with the kernel and with the array-API source, to the last bit."""
+    import cupy
+
+    from hpcsuite.les import fused, gpukernels, thermo
+    m = _stirred_gpu_model(team, monkeypatch, "2nd", stretched=True)
+    ctx = m.ctx
+    rng = np.random.default_rng(4)
+    thv = cupy.asarray(300.0 + rng.standard_normal(ctx.fields["thl"].shape))
+    thvref = cupy.asarray(300.0 + 0.1 * rng.standard_normal(ctx.grid.nz))
+    calls = []
+    real = gpukernels.buoyancy
+    monkeypatch.setattr(gpukernels, "buoyancy", lambda *a: calls.append(1) or real(*a))
+    out = {}
+    for on in (True, False):
+        monkeypatch.setattr(fused, "ENABLED", on)
+        ctx.zero_tendencies()
+        ctx.tend["w"][...] = 1.0                       # added to, not overwritten
+        thermo.add_buoyancy(ctx, thv, thvref)
+        out[on] = cupy.asnumpy(ctx.tend["w"]).copy()
+    m.free()
+    assert len(calls) == 1
+    assert (out[False][..., 1:-1] != 1.0).all() and (out[False][..., [0, -1]] == 1.0).all()
+    assert np.array_equal(out[True], out[False]), np.abs(out[True] - out[False]).max()
+
+
 @pytest.mark.parametrize("floor", [None, 0.1])
 def test_cuda_rk_update_equals_the_array_api_expression(floor):
     import cupy
