@@ -47,6 +47,37 @@ def test_les_step_keeps_every_field_on_the_device():
     assert len(moved) <= 8, moved
 
 
+def test_the_launch_counter_counts_what_a_gpu_launches():
+    """Elementwise operations, reductions, copies into slices and raw kernels count; views and
+    empty allocations do not (bench/gpu_launches.py relies on it)."""
+    x = cupy.zeros((4, 5))                            # a memset: one
+    fake.launches.clear()
+    y = x[1:, ::2]                                    # a view: none
+    z = cupy.empty((3, 3))                            # no kernel
+    y = y + 1.0                                       # one
+    x[0] = 2.0                                        # one
+    x[1:, 1:] += 1.0                                  # the add and the copy back: two
+    s = cupy.sum(x, axis=0)                           # one
+    t = x[cupy.asarray(np.array([0, 2]))]             # a gather: one (and one host -> device copy)
+    assert sum(fake.launches.values()) == 6, dict(fake.launches)
+    assert y.shape == (3, 3) and z.shape == (3, 3) and s.shape == (5,) and t.shape == (2, 5)
+
+
+@pytest.mark.parametrize("scheme, most", [("2nd", 280), ("5th", 280)])
+def test_les_step_launches_few_kernels(scheme, most):
+    """A BOMEX-like GPU step is launch-bound on the reference 64 x 64 x 80 grid: its kernel launches
+    per step (independent of the grid size) must not creep back up. 2882 with the array-API source
+    only; 272 after the CUDA kernels (bench/gpu_launches.py shows where they are)."""
+    from hpcsuite.les.model import bomex_like
+    from hpcsuite.runtime import Team
+    m = bomex_like((12, 10, 12), Team.world(), device="gpu", scheme=scheme)
+    m.step()
+    fake.launches.clear()
+    m.step()
+    m.free()
+    assert sum(fake.launches.values()) <= most, dict(fake.launches)
+
+
 def test_stencil_solver_and_lobpcg_copy_only_scalars_and_small_matrices_per_step():
     from scipy.sparse.linalg import LaplacianNd
 

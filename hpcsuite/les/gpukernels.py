@@ -13,15 +13,20 @@ each a pass over memory with a fresh temporary. Two operators are made of many s
   CPU kernel) in the same order, so the result equals the source bit for bit.
 
 * the rest of a step, as in ``fused``: the Runge-Kutta stage update, Coriolis, subsidence, and the
-  pressure projection's divergence and gradient (one pass each instead of five to fifteen).
+  pressure projection's divergence and gradient (one pass each instead of five to fifteen);
+* and what only a GPU needs, because on the reference 64 x 64 x 80 grid a GPU step costs what its
+  kernel launches cost: the face velocities of a momentum field (three arrays, one launch instead of
+  six to fifteen), the buoyancy (one instead of seven), the surface momentum fluxes (one instead of
+  about thirty). ``bench/gpu_launches.py`` counts the launches per step on the CuPy stand-in.
 
 The subgrid closure's kernels are in ``gpusubgrid``, the pressure solve's tridiagonal one in
 ``solvers.thomas``. All are compiled without FMA contraction (``--fmad=false``), so every operation
 rounds as the array-API source's does.
 
 Measured on an H200 so far: the saturation adjustment (``thermo`` 0.147 -> 0.025 s per 512 x 512 x
-128 step); the others were written after the GPU session and are tested on the stand-in only. ``tests/les/test_gpukernels.py`` compares them with the source on the
-CuPy stand-in (the kernel compiled for the CPU) and, where a GPU is present, on the GPU.
+128 step); the others were written after the GPU session and are tested on the stand-in only.
+``tests/les/test_gpukernels.py`` compares them with the source on the CuPy stand-in (the kernel
+compiled for the CPU) and, where a GPU is present, on the GPU.
 
 ``fused.ENABLED = False`` (or ``HPCSUITE_LES_FUSED=0``) turns it off with the CPU kernels, so a
 run can use the array-API source everywhere. All functions here are local.
@@ -168,13 +173,14 @@ extern "C" __global__ void les_thermo(const double* __restrict__ thl, const doub
 
 extern "C" __global__ void les_rk_update(double* __restrict__ a, const double* __restrict__ start,
         const double* __restrict__ tend, const double dt, const int i0, const int i1, const int j0,
-        const int j1, const double floor_, const int has_floor, const int ny, const int nz)
+        const int j1, const double floor_, const int has_floor, const int ny, const int nz, const int zero_ends)
 {
     const int k = blockIdx.x * blockDim.x + threadIdx.x;
     const int j = j0 + (int)(blockIdx.y * blockDim.y + threadIdx.y);
     const int i = i0 + (int)(blockIdx.z * blockDim.z + threadIdx.z);
     if (i >= i1 || j >= j1 || k >= nz) return;
     const long long p = B3(i, j, k, ny, nz);
+    if (zero_ends && (k == 0 || k == nz - 1)) { a[p] = 0.0; return; }     // w at the surface and the lid
     const double x = start[p] + dt * tend[p];
     a[p] = has_floor ? ((x >= floor_ || x != x) ? x : floor_) : x;     // NumPy's maximum
 }
@@ -413,14 +419,16 @@ def _launch3(name: str, ni: int, nj: int, nk: int, args) -> None:
     _kernel(name)((-(-nk // bx), -(-nj // by), -(-ni // bz)), ADVECT_BLOCK, tuple(args))
 
 
-def rk_update(a, start, dt: float, tend, interior, floor=None) -> None:
-    """:func:`fused.rk_update` (the Runge-Kutta stage update of one field) on the GPU."""
+def rk_update(a, start, dt: float, tend, interior, floor=None, zero_ends: bool = False) -> None:
+    """:func:`fused.rk_update` (the Runge-Kutta stage update of one field) on the GPU; with
+    ``zero_ends`` the first and last level of the interior are set to zero instead (``w`` at the
+    surface and the lid: the halo update that follows every stage fills the rest)."""
     I, J = interior
     ny, nz = int(a.shape[1]), int(a.shape[2])
     _launch3("les_rk_update", I.stop - I.start, J.stop - J.start, nz,
              (a, start, tend, np.float64(dt), np.int32(I.start), np.int32(I.stop), np.int32(J.start),
               np.int32(J.stop), np.float64(0.0 if floor is None else floor), np.int32(floor is not None),
-              np.int32(ny), np.int32(nz)))
+              np.int32(ny), np.int32(nz), np.int32(bool(zero_ends))))
 
 
 def coriolis(u, v, tu, tv, h: int, nxl: int, nyl: int, f: float, cu: float, cv: float, ug, vg) -> None:

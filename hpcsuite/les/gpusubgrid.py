@@ -1,6 +1,7 @@
 """CUDA kernels for the subgrid closure on the GPU: the numba kernels of :mod:`hpcsuite.les.fused`
 (face diffusivities, scalar diffusion, edge velocity gradients, strain rate, TKE closure, momentum
-diffusion) written for one GPU thread per output point.
+diffusion) written for one GPU thread per output point, and the TKE sources (shear, buoyancy,
+dissipation and their sum), which the CPU leaves to NumPy but which cost a GPU sixteen launches.
 
 On CuPy arrays the array-API source of :mod:`hpcsuite.les.subgrid` makes a kernel launch and a
 temporary for every operation (about fifteen per diffused field, several dozen for the stresses):

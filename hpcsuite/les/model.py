@@ -126,19 +126,23 @@ class Model:
                 with self.timers(_part(term)):
                     term(ctx)
             with self.timers("update"):
+                w_ends_set = False
                 for n, a in fields.items():
                     if fused.ENABLED and isinstance(a, np.ndarray):      # the same operations in one pass
                         fused.rk_update(a, self.start[n], ctx.dt, ctx.tend[n], (I, J), self.floors.get(n))
                         continue
-                    if gpukernels.usable(a, self.start[n], ctx.tend[n]):  # (CUDA)
-                        gpukernels.rk_update(a, self.start[n], ctx.dt, ctx.tend[n], (I, J), self.floors.get(n))
+                    if gpukernels.usable(a, self.start[n], ctx.tend[n]):  # (CUDA; w's ends in the same launch)
+                        gpukernels.rk_update(a, self.start[n], ctx.dt, ctx.tend[n], (I, J), self.floors.get(n),
+                                             zero_ends=n == "w")
+                        w_ends_set = w_ends_set or n == "w"
                         continue
                     a[I, J, ...] = self.start[n][I, J, ...] + ctx.dt * ctx.tend[n][I, J, ...]
                     if n in self.floors:
                         a[I, J, ...] = ctx.xp.maximum(a[I, J, ...], self.floors[n])
-                w = fields["w"]
-                w[..., 0] = 0.0
-                w[..., nz] = 0.0
+                if not w_ends_set:       # (the halo update below fills the rest of the rows)
+                    w = fields["w"]
+                    w[..., 0] = 0.0
+                    w[..., nz] = 0.0
             self.update_halos()
         self.t = t0 + dt
         ctx.t = self.t

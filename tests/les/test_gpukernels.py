@@ -296,8 +296,8 @@ def test_cuda_buoyancy_kernel_equals_the_array_api_source(team, monkeypatch):
     assert np.array_equal(out[True], out[False]), np.abs(out[True] - out[False]).max()
 
 
-@pytest.mark.parametrize("floor", [None, 0.1])
-def test_cuda_rk_update_equals_the_array_api_expression(floor):
+@pytest.mark.parametrize("floor, zero_ends", [(None, False), (0.1, False), (None, True)])
+def test_cuda_rk_update_equals_the_array_api_expression(floor, zero_ends):
     import cupy
 
     from hpcsuite.les import gpukernels
@@ -305,12 +305,14 @@ def test_cuda_rk_update_equals_the_array_api_expression(floor):
     a0, start, tend = (rng.standard_normal((9, 8, 7)) for _ in range(3))
     I, J = slice(2, 7), slice(2, 6)
     a = cupy.asarray(a0)
-    gpukernels.rk_update(a, cupy.asarray(start), 0.37, cupy.asarray(tend), (I, J), floor)
+    gpukernels.rk_update(a, cupy.asarray(start), 0.37, cupy.asarray(tend), (I, J), floor, zero_ends=zero_ends)
     ref = a0.copy()
     ref[I, J, :] = start[I, J, :] + 0.37 * tend[I, J, :]
     if floor is not None:
         ref[I, J, :] = np.maximum(ref[I, J, :], floor)
         assert (ref[I, J, :] == floor).any()
+    if zero_ends:                                      # w at the surface and the lid (interior only)
+        ref[I, J, 0] = ref[I, J, -1] = 0.0
     assert np.array_equal(cupy.asnumpy(a), ref)
 
 
