@@ -8,6 +8,7 @@ which is what a small grid is made of). Also prints the step's timers (asynchron
     python bench/gpu_profile.py les --shape 512 512 128 --scheme 2nd
     python bench/gpu_profile.py stencil --n 256
     python bench/gpu_profile.py reductions --shape 512 512 128     # the time-step reductions
+    python bench/gpu_profile.py launches --timers-only             # host cost of one launch, by kind
     PYTHONPATH=tests/fakegpu python bench/gpu_profile.py les --shape 32 32 16   # the stand-in
 
 One process; prints the top functions of the hpcsuite package by cumulative time.
@@ -92,6 +93,45 @@ def reductions(args) -> None:
     m.free()
 
 
+def launches(args) -> None:
+    """Host microseconds per kernel launch, by kind: what a launch-bound step (the LES on the
+    64 x 64 x 80 BOMEX grid: ``bench/gpu_launches.py`` counts its launches) is made of. Each kind
+    is launched ``--n`` times back to back, then the device is synchronised: on a GPU that keeps
+    up, the time per call is the host's cost of one launch."""
+    import time
+
+    import cupy as xp
+
+    from hpcsuite.les import gpukernels
+    nx, ny, nz = args.shape
+    h = 3
+    a = xp.random.random((nx + 2 * h, ny + 2 * h, nz))
+    b, t = xp.random.random(a.shape), xp.random.random(a.shape)
+    view = a[h:-h, h:-h, :]
+    I, J = slice(h, h + nx), slice(h, h + ny)
+    one = xp.zeros((1, 1, 1))
+    cell = (slice(0, 1), slice(0, 1))
+    cases = {
+        "raw kernel, 1 thread (rk_update on 1 cell)": lambda: gpukernels.rk_update(one, one, 0.5, one, cell),
+        "raw kernel, whole block (rk_update)": lambda: gpukernels.rk_update(a, b, 0.5, t, (I, J)),
+        "ufunc on an interior view (view * 2.0)": lambda: view * 2.0,
+        "ufunc in place (a += b)": lambda: a.__iadd__(b),
+        "copy into a slice (a[I, J] = b[I, J])": lambda: a.__setitem__((I, J), b[I, J]),
+        "reduction (sum over the last axis)": lambda: xp.sum(view, axis=-1),
+        "rfft along x": lambda: xp.fft.rfft(view, axis=0),
+    }
+    sync = xp.cuda.Device().synchronize
+    print(f"# host microseconds per launch, {args.n} back to back, on a {nx}x{ny}x{nz} block with halo {h}")
+    for name, fn in cases.items():
+        fn()
+        sync()
+        t0 = time.perf_counter()
+        for _ in range(args.n):
+            fn()
+        sync()
+        print(f"  {name:44s} {1e6 * (time.perf_counter() - t0) / args.n:9.1f}")
+
+
 def stencil(args) -> None:
     import numpy as np
 
@@ -131,6 +171,10 @@ def main() -> int:
     r.add_argument("--shape", type=int, nargs=3, default=[512, 512, 128])
     r.add_argument("--top", type=int, default=0)
     r.add_argument("--timers-only", dest="blocking", action="store_false")
+    n = sub.add_parser("launches", help="host cost of one kernel launch, by kind")
+    n.add_argument("--shape", type=int, nargs=3, default=[64, 64, 80])
+    n.add_argument("--n", type=int, default=500, help="launches per kind")
+    n.add_argument("--timers-only", dest="blocking", action="store_false")
     b = sub.add_parser("stencil", help="the deep-halo stencil solver (7-point heat)")
     b.add_argument("--n", type=int, default=256)
     b.add_argument("--steps", type=int, default=20)
@@ -139,7 +183,7 @@ def main() -> int:
         p.add_argument("--timers-only", dest="blocking", action="store_false",
                        help="(les) only the asynchronous run's timers, no blocking profile")
     args = ap.parse_args()
-    {"les": les, "stencil": stencil, "reductions": reductions}[args.what](args)
+    {"les": les, "stencil": stencil, "reductions": reductions, "launches": launches}[args.what](args)
     return 0
 
 

@@ -30,3 +30,21 @@ def test_les_step_on_mpi_ranks_as_the_cpu_node_reference():
                  "--schemes", "2nd"], nranks=2, timeout=300)
     assert p.returncode == 0, p.stderr
     assert "LES step" in p.stdout and "(2 ranks" in p.stdout, p.stdout
+
+
+def test_launch_count_and_launch_cost_scripts_run_on_the_cupy_stand_in():
+    """bench/gpu_launches.py (launches per LES step, by part) and gpu_profile.py's launch-cost
+    microbenchmark (run by gpu_check.sh's profile step on a GPU) work end to end."""
+    env = {"PYTHONPATH": str(ROOT / "tests/fakegpu")}
+    p = run_cmd([sys.executable, ROOT / "bench/gpu_launches.py", "--shape", "8", "8", "6", "--steps", "1",
+                 "--sites", "3"], env=env, timeout=120)
+    assert p.returncode == 0, p.stderr
+    head = p.stdout.splitlines()[0]
+    assert head.startswith("# launches per step") and 50 < int(head.rsplit(":", 1)[1]) < 1000, p.stdout
+    assert "advection" in p.stdout and "halos" in p.stdout and "hpcsuite/" in p.stdout, p.stdout
+    p = run_cmd([sys.executable, ROOT / "bench/gpu_profile.py", "launches", "--n", "3", "--shape", "8", "8", "6",
+                 "--timers-only"], env=env, timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.count("\n") == 8 and "raw kernel" in p.stdout and "rfft" in p.stdout, p.stdout
+    p = run_cmd([sys.executable, ROOT / "bench/gpu_launches.py"], env={"PYTHONPATH": ""}, timeout=60)
+    assert p.returncode != 0 and "needs the CuPy stand-in" in p.stderr
