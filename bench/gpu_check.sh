@@ -92,7 +92,8 @@ if wanted les; then
   run 40 "$py" bench/les_step.py --device gpu --shape "${small[@]}" --steps 5 --schemes 2nd --no-fused
 fi
 
-gpu_tests=(tests/runtime/test_device_timers_log.py tests/pgas/test_gpu.py tests/accel tests/solvers
+gpu_tests=(tests/runtime/test_device_timers_log.py tests/runtime/test_index_copy_gpu.py tests/pgas/test_gpu.py
+           tests/accel tests/solvers
            tests/apps/test_heat3d.py tests/apps/test_eigen.py tests/les)
 if wanted tests; then
   step "GPU tests, 1 rank"

@@ -37,11 +37,11 @@ import functools
 
 import numpy as np
 
-from ..accel import optional
+from ..runtime import optional
 from . import fused
 
 __all__ = ["usable", "thermo", "advect_into", "face_velocities", "rk_update", "coriolis", "surface_momentum",
-           "subsidence", "buoyancy", "projection_rhs", "subtract_gradient"]
+           "subsidence", "buoyancy", "courant_columns", "projection_rhs", "subtract_gradient"]
 
 CUDA_BLOCK = 256
 
@@ -258,6 +258,25 @@ extern "C" __global__ void les_buoyancy(const double* __restrict__ thv, const do
     tw[col * (nz + 1) + k + 1] += (b1 * dzf[k] + b0 * dzf[k + 1]) / (2.0 * dzh[k + 1]);
 }
 
+// timestep.local_rates' Courant rate: per interior column, the largest |u|/dx + |v|/dy + |w[k+1]| rdzh[k+1]
+// (NaN-propagating, as NumPy's max); out (nxl, nyl)
+extern "C" __global__ void les_courant_columns(const double* __restrict__ u, const double* __restrict__ v,
+        const double* __restrict__ w, const double* __restrict__ rdzh, double* __restrict__ out,
+        const int h, const int nxl, const int nyl, const int ny, const int nz, const double dx, const double dy)
+{
+    const long long p = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+    if (p >= (long long)nxl * nyl) return;
+    const int i = h + (int)(p / nyl), j = h + (int)(p % nyl);
+    double m = 0.0;
+    for (int k = 0; k < nz; ++k) {
+        const double x = fabs(u[B3(i, j, k, ny, nz)]) / dx + fabs(v[B3(i, j, k, ny, nz)]) / dy
+                       + fabs(w[B3(i, j, k + 1, ny, nz + 1)]) * rdzh[k + 1];
+        if (k == 0 || x > m || x != x) m = x;
+        if (m != m) break;
+    }
+    out[p] = m;
+}
+
 // surface.PrescribedSurface's momentum fluxes: at the u (v) points of the block without its outer
 // rim, -ustar^2 U / max(|U|, vmin) with the lowest level's wind shifted back to the ground frame
 // (u = field + cu: the source adds the shift to the whole level first, then averages)
@@ -366,7 +385,7 @@ def usable(*arrays, strided: bool = False) -> bool:
 
 
 def _compiled() -> bool:
-    """Whether both CUDA modules (this one's and ``gpusubgrid``'s) compile: see ``accel.optional``."""
+    """Whether both CUDA modules (this one's and ``gpusubgrid``'s) compile: see ``runtime.optional``."""
     from . import gpusubgrid
     return optional.compiles("hpcsuite.les", lambda: (_module(), gpusubgrid._module()),
                              "the GPU runs the array-API source")
@@ -467,6 +486,17 @@ def buoyancy(thv, thvref, dzf, dzh, tw, c: float) -> None:
         return
     grid, block = _grid(ncol * (nz - 1))
     _kernel("les_buoyancy")(grid, block, (thv, thvref, dzf, dzh, tw, np.float64(c), np.int64(ncol), np.int32(nz)))
+
+
+def courant_columns(xp, u, v, w, rdzh, h: int, nxl: int, nyl: int, dx: float, dy: float):
+    """The per-column maxima of :func:`timestep.local_rates`' Courant rate, ``(nxl, nyl)``, in one
+    pass (their maximum is the rate: the same value as the source's)."""
+    ny, nz = int(u.shape[1]), int(u.shape[2])
+    out = xp.empty((nxl, nyl))
+    grid, block = _grid(nxl * nyl)
+    _kernel("les_courant_columns")(grid, block, (u, v, w, rdzh, out, np.int32(h), np.int32(nxl), np.int32(nyl),
+                                                 np.int32(ny), np.int32(nz), np.float64(dx), np.float64(dy)))
+    return out
 
 
 def surface_momentum(xp, u, v, cu: float, cv: float, us2: float, vmin: float):

@@ -49,12 +49,23 @@ extern "C" __global__ void sg_face_diffusivities(const double* __restrict__ K, c
                                             + dzf[k] * K[IX3(i + 1, j + 1, k + 1, ny, nz)]) / (2.0 * dzh[k + 1]);
 }
 
+// the result val of core point (i, j, k) of a block with ny columns: stored in the core-shaped out
+// (nzo levels), or with into added to the tendency block out (nzo levels) at (i + 1, j + 1, k + dk)
+// where that is an interior point (subgrid._add_interior's sum, without a second launch)
+__device__ void sg_put(double* __restrict__ out, const int into, const int i, const int j, const int k,
+        const int ny, const int nzo, const int h, const int nxl, const int nyl, const int dk, const double val)
+{
+    if (!into) { out[IX3(i, j, k, ny - 2, nzo)] = val; return; }
+    const int bi = i + 1, bj = j + 1;
+    if (bi >= h && bi < h + nxl && bj >= h && bj < h + nyl) out[IX3(bi, bj, k + dk, ny, nzo)] += val;
+}
+
 // fused._scalar_diffusion: out (nx-2, ny-2, nz) of s (nx, ny, nz); kconst >= 0: one diffusivity
 extern "C" __global__ void sg_scalar_diffusion(const double* __restrict__ s, const double* __restrict__ kx,
         const double* __restrict__ ky, const double* __restrict__ kz, const double kconst,
         const double* __restrict__ dzf, const double* __restrict__ dzh, const double dx2, const double dy2,
         const double* __restrict__ fb, const int has_fb, double* __restrict__ out,
-        const int nx, const int ny, const int nz)
+        const int nx, const int ny, const int nz, const int into, const int h, const int nxl, const int nyl)
 {
     THREAD_IJK
     if (i >= nx - 2 || j >= ny - 2 || k >= nz) return;
@@ -83,7 +94,7 @@ extern "C" __global__ void sg_scalar_diffusion(const double* __restrict__ s, con
     } else {
         gm = has_fb ? -fb[(long long)(i + 1) * ny + (j + 1)] : 0.0;
     }
-    out[IX3(i, j, k, ny - 2, nz)] = t + (gp - gm) / dzf[k];
+    sg_put(out, into, i, j, k, ny, nz, h, nxl, nyl, 0, t + (gp - gm) / dzf[k]);
 }
 
 // fused._edges: suv (nx, ny, nz), suw and svw (nx, ny, nz-1) on the core; w has nz + 1 levels
@@ -223,7 +234,7 @@ extern "C" __global__ void sg_momentum_diffusion(const double* __restrict__ u, c
         const double* __restrict__ dzh, const double dx, const double dy, const double c2x, const double c2y,
         const double* __restrict__ fuw, const int has_fuw, const double* __restrict__ fvw, const int has_fvw,
         double* __restrict__ tu, double* __restrict__ tv, double* __restrict__ tw,
-        const int nx, const int ny, const int nz)
+        const int nx, const int ny, const int nz, const int into, const int h, const int nxl, const int nyl)
 {
     THREAD_IJK
     if (i >= nx - 2 || j >= ny - 2 || k >= nz) return;
@@ -237,7 +248,7 @@ extern "C" __global__ void sg_momentum_diffusion(const double* __restrict__ u, c
     double gm;
     if (k > 0) gm = sg_tau_z(ekm, suw, bi, bj, 1, 0, k - 1, dzf, dzh, nx, ny, nz);
     else       gm = has_fuw ? -fuw[(long long)bi * ny + bj] : 0.0;
-    tu[IX3(i, j, k, ny - 2, nz)] = t + (gp - gm) / dzf[k];
+    sg_put(tu, into, i, j, k, ny, nz, h, nxl, nyl, 0, t + (gp - gm) / dzf[k]);
     // v
     fp = sg_rim(bi, bj, nx, ny) ? 0.0 : ekm[IX3(bi, bj, k, ny, nz)] * (v[IX3(bi, bj + 1, k, ny, nz)] - v[IX3(bi, bj, k, ny, nz)]);
     fm = sg_rim(bi, bj - 1, nx, ny) ? 0.0 : ekm[IX3(bi, bj - 1, k, ny, nz)] * (v[IX3(bi, bj, k, ny, nz)] - v[IX3(bi, bj - 1, k, ny, nz)]);
@@ -246,7 +257,7 @@ extern "C" __global__ void sg_momentum_diffusion(const double* __restrict__ u, c
     gp = k + 1 < nz ? sg_tau_z(ekm, svw, bi, bj, 0, 1, k, dzf, dzh, nx, ny, nz) : 0.0;
     if (k > 0) gm = sg_tau_z(ekm, svw, bi, bj, 0, 1, k - 1, dzf, dzh, nx, ny, nz);
     else       gm = has_fvw ? -fvw[(long long)bi * ny + bj] : 0.0;
-    tv[IX3(i, j, k, ny - 2, nz)] = t + (gp - gm) / dzf[k];
+    sg_put(tv, into, i, j, k, ny, nz, h, nxl, nyl, 0, t + (gp - gm) / dzf[k]);
     // w on the inner face m + 1
     if (k < nz - 1) {
         const int m = k;
@@ -256,7 +267,7 @@ extern "C" __global__ void sg_momentum_diffusion(const double* __restrict__ u, c
              - sg_tau_z(ekm, svw, bi, bj, 0, 1, m, dzf, dzh, nx, ny, nz)) / dy;
         const double a = ekm[IX3(bi, bj, m + 1, ny, nz)] * (w[IX3(bi, bj, m + 2, ny, nw)] - w[IX3(bi, bj, m + 1, ny, nw)]) / dzf[m + 1];
         const double b = ekm[IX3(bi, bj, m, ny, nz)] * (w[IX3(bi, bj, m + 1, ny, nw)] - w[IX3(bi, bj, m, ny, nw)]) / dzf[m];
-        tw[IX3(i, j, m, ny - 2, nz - 1)] = t + (a - b) * 2.0 / dzh[m + 1];
+        sg_put(tw, into, i, j, m, ny, into ? nz + 1 : nz - 1, h, nxl, nyl, into ? 1 : 0, t + (a - b) * 2.0 / dzh[m + 1]);
     }
 }
 """
@@ -318,19 +329,26 @@ def face_diffusivities(K, dzf, dzh):
     return kx, ky, kz
 
 
-def scalar_diffusion(s, kx, ky, kz, dzf, dzh, dx2: float, dy2: float, flux_bottom=None):
+def scalar_diffusion(s, kx, ky, kz, dzf, dzh, dx2: float, dy2: float, flux_bottom=None, into=None):
     """The core-shaped tendency of :func:`fused.scalar_diffusion` on the GPU (``kx`` a float: one
-    diffusivity for every face)."""
+    diffusivity for every face). ``into = (tend, h, nxl, nyl)``: add it to the interior of the
+    tendency block instead (as ``subgrid._add_interior``) and return None."""
     import cupy as xp
     nx, ny, nz = s.shape
-    out = xp.empty((nx - 2, ny - 2, nz))
+    out = xp.empty((nx - 2, ny - 2, nz)) if into is None else into[0]
     const = isinstance(kx, float)
     dummy = _dummy()
     fb, has_fb = _flat2(xp, flux_bottom, (nx, ny))
     _launch("sg_scalar_diffusion", nx - 2, ny - 2, nz,
             (s, dummy if const else kx, dummy if const else ky, dummy if const else kz,
-             np.float64(kx if const else -1.0), dzf, dzh, *_f(dx2, dy2), fb, has_fb, out, *_i(nx, ny, nz)))
-    return out
+             np.float64(kx if const else -1.0), dzf, dzh, *_f(dx2, dy2), fb, has_fb, out, *_i(nx, ny, nz),
+             *_into(into)))
+    return out if into is None else None
+
+
+def _into(into):
+    """The kernels' ``into, h, nxl, nyl`` arguments for ``into = (tend..., h, nxl, nyl)`` or None."""
+    return _i(0, 0, 0, 0) if into is None else _i(1, *into[-3:])
 
 
 def edges(u, v, w, dzh, dx: float, dy: float):
@@ -379,17 +397,23 @@ def tke_sources(ekm, ekh, zlt, e12, n2, s2, delta, ce1: float, ce2: float):
     return tuple(out)
 
 
-def momentum_diffusion(u, v, w, ekm, edges, dzf, dzh, dx: float, dy: float, flux_uw=None, flux_vw=None):
-    """``(tu, tv, tw)`` of :func:`fused.momentum_diffusion` on the GPU."""
+def momentum_diffusion(u, v, w, ekm, edges, dzf, dzh, dx: float, dy: float, flux_uw=None, flux_vw=None,
+                       into=None):
+    """``(tu, tv, tw)`` of :func:`fused.momentum_diffusion` on the GPU. ``into = (tend_u, tend_v,
+    tend_w, h, nxl, nyl)``: add them to the interiors of the tendency blocks instead (``tw`` to
+    the inner levels of ``tend_w``) and return None."""
     import cupy as xp
     nx, ny, nz = u.shape
-    tu, tv = xp.empty((nx - 2, ny - 2, nz)), xp.empty((nx - 2, ny - 2, nz))
-    tw = xp.empty((nx - 2, ny - 2, max(nz - 1, 0)))
+    if into is None:
+        tu, tv = xp.empty((nx - 2, ny - 2, nz)), xp.empty((nx - 2, ny - 2, nz))
+        tw = xp.empty((nx - 2, ny - 2, max(nz - 1, 0)))
+    else:
+        tu, tv, tw = into[:3]
     suv, suw, svw = edges
     fuw, has_uw = _flat2(xp, flux_uw, (nx, ny))
     fvw, has_vw = _flat2(xp, flux_vw, (nx, ny))
     c2x, c2y = 2.0 / dx ** 2, 2.0 / dy ** 2            # as the source and the numba kernel
     _launch("sg_momentum_diffusion", nx - 2, ny - 2, nz,
             (u, v, w, ekm, suv, suw, svw, dzf, dzh, *_f(dx, dy, c2x, c2y), fuw, has_uw, fvw, has_vw,
-             tu, tv, tw, *_i(nx, ny, nz)))
-    return tu, tv, tw
+             tu, tv, tw, *_i(nx, ny, nz), *_into(into)))
+    return (tu, tv, tw) if into is None else None

@@ -16,9 +16,14 @@ import numpy as np
 
 from ..runtime import Timers
 from . import fused, gpukernels
+from .state import zeros_in_one_buffer
 from .timestep import RK3, RK3_TIMES, BlowUp, TimeStepper, locate_blowup, whole_max
 
 __all__ = ["Model", "PARTS", "build"]
+
+#: row length of the 2-D view of the start-of-step buffer that the blow-up check reduces
+PROBE_ROW = 1024
+
 
 #: Timer part of each term class (the rest are charged to their lower-cased class name).
 PARTS = {"Advection": "advection", "PressureProjection": "pressure", "SubgridTKE": "subgrid",
@@ -60,8 +65,9 @@ class Model:
         self.t, self.nstep = float(ctx.t), 0
         self.dt_last = 0.0
         self.k_restart: float | None = None     # global max diffusivity saved with a checkpoint
-        xp = ctx.xp
-        self.start = {n: xp.zeros_like(a) for n, a in ctx.fields.items()}
+        # the fields at the start of a step, as views of one buffer: the blow-up check sums that
+        # buffer (two reductions) instead of every field (two each); padded for a 2-D reduction
+        self._start_all, self.start = zeros_in_one_buffer(ctx.xp, ctx.fields, pad_to=PROBE_ROW)
         ctx.start = self.start
         self.update_halos()
 
@@ -90,8 +96,10 @@ class Model:
         from mpi4py import MPI
         return float(self.ctx.team.allreduce(self.k_max(), op=MPI.MAX))
 
-    def next_dt(self, cap: float = math.inf) -> float:
+    def next_dt(self, cap: float = math.inf, probe=None) -> float:
         """The step to take now (at most ``cap``), after checking for a blow-up. Collective.
+
+        ``probe``: an array holding every field's current values (see :func:`timestep.local_rates`).
 
         Raises
         ------
@@ -100,7 +108,7 @@ class Model:
         """
         ctx, st = self.ctx, self.stepper
         with self.timers("dt"):
-            cr, dr, bad = st.rates(ctx, self.k_max())
+            cr, dr, bad = st.rates(ctx, self.k_max(), probe)
         used = cr * self.dt_last
         if bad or used > st.blowup_courant:
             raise BlowUp(locate_blowup(ctx, self.t, self.dt_last, st.blowup_courant, bad))
@@ -111,12 +119,13 @@ class Model:
 
     def step(self, cap: float = math.inf) -> float:
         """Advance one RK3 step (at most ``cap``); returns the step taken. Collective."""
-        dt = self.next_dt(cap)
         ctx, fields = self.ctx, self.ctx.fields
-        I, J = ctx.grid.interior
-        nz = ctx.grid.nz
         for n, a in fields.items():
             self.start[n][...] = a
+        probe = None if self._start_all is None else ctx.xp.reshape(self._start_all, (-1, PROBE_ROW))
+        dt = self.next_dt(cap, probe)
+        I, J = ctx.grid.interior
+        nz = ctx.grid.nz
         t0 = self.t
         ctx.dt_full = dt
         for stage in range(3):

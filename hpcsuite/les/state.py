@@ -22,7 +22,7 @@ from .. import pgas
 from ..runtime import Team, grid_shape
 from .grid import HALO, Grid
 
-__all__ = ["FieldStore", "StepContext", "add_at", "process_grid", "zgrid_on"]
+__all__ = ["FieldStore", "StepContext", "add_at", "process_grid", "zeros_in_one_buffer", "zgrid_on"]
 
 
 def process_grid(team_size: int, nx: int, ny: int, dims=(0, 0), h: int = HALO) -> tuple[int, int]:
@@ -47,6 +47,22 @@ def add_at(a, index, value) -> None:
     """
     view = a[index]
     view += value
+
+
+def zeros_in_one_buffer(xp, like: dict, pad_to: int = 1):
+    """``(buffer, {name: array})``: zero arrays shaped as the arrays of ``like``, all C-contiguous
+    views of one 1-D ``buffer`` (zero-padded to a multiple of ``pad_to`` elements), so that one
+    operation on the buffer covers them all. ``buffer`` is None (and the arrays separate) when the
+    dtypes differ. Local."""
+    dtypes = {a.dtype for a in like.values()}
+    if len(dtypes) != 1:
+        return None, {n: xp.zeros_like(a) for n, a in like.items()}
+    sizes = [math.prod(a.shape) for a in like.values()]
+    device = _strict_device(xp, like)
+    kw = {} if device is None else {"device": device}
+    buf = xp.zeros(-(-sum(sizes) // pad_to) * pad_to, dtype=dtypes.pop(), **kw)
+    offsets = np.cumsum([0] + sizes)
+    return buf, {n: xp.reshape(buf[int(o):int(o) + k], a.shape) for (n, a), o, k in zip(like.items(), offsets, sizes)}
 
 
 def zgrid_on(grid: Grid, xp, device=None) -> SimpleNamespace:
@@ -205,17 +221,7 @@ class StepContext:
         self.store = store
         # the tendencies are views of one buffer, so zeroing them all is one pass (one kernel launch
         # on a GPU instead of one per field)
-        dtypes = {a.dtype for a in fields.values()}
-        self._tend_all = None
-        if len(dtypes) == 1:
-            sizes = [math.prod(a.shape) for a in fields.values()]
-            kw = {} if _strict_device(xp, fields) is None else {"device": _strict_device(xp, fields)}
-            self._tend_all = xp.zeros(sum(sizes), dtype=dtypes.pop(), **kw)
-            offsets = np.cumsum([0] + sizes)
-            self.tend = {n: xp.reshape(self._tend_all[int(o):int(o) + k], a.shape)
-                         for (n, a), o, k in zip(fields.items(), offsets, sizes)}
-        else:
-            self.tend = {n: xp.zeros_like(a) for n, a in fields.items()}
+        self._tend_all, self.tend = zeros_in_one_buffer(xp, fields)
         self.diag: dict = {}
         self.base = base if base is not None else SimpleNamespace(th0=300.0)
         self.profiles = profiles if profiles is not None else {}

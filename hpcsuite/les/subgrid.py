@@ -148,6 +148,17 @@ class ScalarDiffusion:
                                (dzf[1:] * kc[..., :-1] + dzf[:-1] * kc[..., 1:]) / (2.0 * dzh[1:-1]))
         return self._faces
 
+    def add_into(self, ctx, name: str, flux_bottom=None) -> None:
+        """Add the tendency of field ``name`` to the interior of ``ctx.tend[name]`` (on a GPU by the
+        diffusion kernel itself: one launch, not two). Local."""
+        s, t, geo, g = ctx.fields[name], ctx.tend[name], self.geo, ctx.grid
+        kx, ky, kz = self.faces
+        if _gpu(s, t, geo.dzf, geo.dzh) and (isinstance(kx, float) or _gpu(kx, ky, kz)):
+            gpusubgrid.scalar_diffusion(s, kx, ky, kz, geo.dzf, geo.dzh, geo.dx ** 2, geo.dy ** 2, flux_bottom,
+                                        into=(t, g.h, g.nxl, g.nyl))
+            return
+        _add_interior(ctx, name, self(s, flux_bottom))
+
     def __call__(self, s, flux_bottom=None):
         """Core-shaped tendency of ``s``; ``flux_bottom`` a 2-D block array of the kinematic surface
         flux (upwards positive) or None (zero flux). Zero flux at the lid."""
@@ -259,6 +270,12 @@ def momentum_diffusion(ctx, geo, ekm, edges) -> None:
         one_pass = fused.momentum_diffusion           # the same operations in one pass (numba)
     elif not isinstance(ekm, float) and _gpu(u, v, w, ekm, dzf, dzh, *edges):
         one_pass = gpusubgrid.momentum_diffusion      # (CUDA)
+    g = ctx.grid
+    if one_pass is gpusubgrid.momentum_diffusion and all(n in ctx.tend for n in "uvw") and w.shape[-1] > 2 \
+            and _gpu(*(ctx.tend[n] for n in "uvw")):         # added into the tendencies by the kernel
+        one_pass(u, v, w, ekm, edges, dzf, dzh, dx, dy, _surface(ctx, "uw"), _surface(ctx, "vw"),
+                 into=(ctx.tend["u"], ctx.tend["v"], ctx.tend["w"], g.h, g.nxl, g.nyl))
+        return
     if one_pass is not None:
         tu, tv, tw = one_pass(u, v, w, ekm, edges, dzf, dzh, dx, dy, _surface(ctx, "uw"), _surface(ctx, "vw"))
         if "u" in ctx.tend:
@@ -312,7 +329,7 @@ def _scalars(ctx):
 def _diffuse_scalars(ctx, geo, ekh) -> None:
     op = ScalarDiffusion(ctx.xp, ekh, geo)
     for name in _scalars(ctx):
-        _add_interior(ctx, name, op(ctx.fields[name], _surface(ctx, "w" + name)))
+        op.add_into(ctx, name, _surface(ctx, "w" + name))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -345,7 +362,7 @@ class ConstantViscosity:
             _add_interior(ctx, "w", self.nu * lap, slice(1, -1))
         op = ScalarDiffusion(xp, self.kappa, geo)
         for name in _scalars(ctx):
-            _add_interior(ctx, name, op(f[name], _surface(ctx, "w" + name)))
+            op.add_into(ctx, name, _surface(ctx, "w" + name))
 
 
 class Smagorinsky:

@@ -17,6 +17,8 @@ import math
 import numpy as np
 from mpi4py import MPI
 
+from . import gpukernels
+
 __all__ = ["RK3", "RK3_TIMES", "TimeStepper", "BlowUp", "local_rates", "COURANT_LIMIT",
            "DIFFUSION_LIMIT"]
 
@@ -34,18 +36,29 @@ class BlowUp(RuntimeError):
     message (the same on every rank) names the time, the variable and the location."""
 
 
-def local_rates(ctx):
+def local_rates(ctx, probe=None):
     """``(courant rate, sum of every field)`` over this rank's interior: ``max(|u|/dx + |v|/dy +
     |w|/dzh)`` (multiply by dt for the Courant number) and a sum that is non-finite when any field
-    holds a NaN or infinity. Device scalars. Local."""
+    holds a NaN or infinity. Device scalars. Local.
+
+    ``probe``: a 2-D array holding the values of every field (halos included, which copy other
+    interiors; e.g. the model's start-of-step buffer): its sum replaces the per-field sums.
+    """
     xp, g, zg = ctx.xp, ctx.grid, ctx.zgrid
     I, J = g.interior
     f = ctx.fields
-    au = xp.abs(f["u"][I, J, ...])
-    av = xp.abs(f["v"][I, J, ...])
-    aw = xp.abs(f["w"][I, J, 1:])                    # the top face of each cell (zero at the lid)
-    rate = whole_max(xp, au / g.dx + av / g.dy + aw * zg.rdzh[1:])
-    total = sum(xp.sum(xp.sum(a[I, J, ...], axis=-1)) for a in f.values())
+    if gpukernels.usable(f["u"], f["v"], f["w"], zg.rdzh):           # (CUDA: one pass, no temporaries)
+        rate = xp.max(gpukernels.courant_columns(xp, f["u"], f["v"], f["w"], zg.rdzh, g.h, g.nxl, g.nyl,
+                                                 g.dx, g.dy))
+    else:
+        au = xp.abs(f["u"][I, J, ...])
+        av = xp.abs(f["v"][I, J, ...])
+        aw = xp.abs(f["w"][I, J, 1:])                # the top face of each cell (zero at the lid)
+        rate = whole_max(xp, au / g.dx + av / g.dy + aw * zg.rdzh[1:])
+    if probe is not None:
+        total = xp.sum(xp.sum(probe, axis=-1))
+    else:
+        total = sum(xp.sum(xp.sum(a[I, J, ...], axis=-1)) for a in f.values())
     return rate, total
 
 
@@ -87,10 +100,10 @@ class TimeStepper:
         """``K (1/dx^2 + 1/dy^2 + 1/dzmin^2)`` for the largest diffusivity ``k_max``. Local."""
         return k_max * (1.0 / grid.dx ** 2 + 1.0 / grid.dy ** 2 + 1.0 / float(np.min(grid.dzf)) ** 2)
 
-    def rates(self, ctx, k_max: float) -> tuple[float, float, bool]:
-        """``(courant rate, diffusion rate, any non-finite)`` over all ranks. Collective (one
-        allreduce of three numbers)."""
-        rate, total = local_rates(ctx)
+    def rates(self, ctx, k_max: float, probe=None) -> tuple[float, float, bool]:
+        """``(courant rate, diffusion rate, any non-finite)`` over all ranks (``probe``: see
+        :func:`local_rates`). Collective (one allreduce of three numbers)."""
+        rate, total = local_rates(ctx, probe)
         rate, total = float(rate), float(total)
         bad = not (math.isfinite(rate) and math.isfinite(total))
         buf = np.array([rate if math.isfinite(rate) else 0.0, self.diffusion_rate(ctx.grid, k_max),

@@ -23,6 +23,7 @@ from mpi4py import MPI
 
 from ..runtime.comm_hooks import observed
 from ..runtime.device import gpu_aware_mpi
+from ..runtime.index_copy import copy_within
 from ..runtime.waiting import waitall
 
 __all__ = ["HaloSpec", "Halo"]
@@ -122,9 +123,9 @@ class Halo:
             sends.append(team.comm.Send_init(sbuf, peer, tag=tag_of[o]))
             recvs.append(team.comm.Recv_init(rbuf, peer, tag=tag_of[tuple(-x for x in o)]))
         self._requests = recvs + sends
-        # on a GPU the wrap-around copies (up to 8 regions in 2-D periodic blocks, 26 in 3-D) are
-        # one gather and one scatter over precomputed flat indices: two kernel launches, not one per
-        # region, which is what an update costs on a small grid (ghosts never read ghosts here)
+        # on a GPU the wrap-around copies (up to 8 regions in 2-D periodic blocks, 26 in 3-D) are one
+        # kernel over precomputed flat indices (runtime.index_copy), not one launch per region:
+        # launches are what an update costs on a small grid (ghosts never read ghosts here)
         self._self_index = None
         if array.device.is_gpu and len(self._self_copies) > 1 and array.local_with_halo.flags.c_contiguous:
             xpd, shape = array.device.xp, array.local_with_halo.shape
@@ -174,9 +175,7 @@ class Halo:
             # started here and completed in wait(); it may start the exchanges of only some peers
             self._started = observed(self.array.team, "Halo", self.nbytes, self._start, self._request_peers)
         if self._self_index is not None:         # overlaps with the messages in flight
-            src, dst = self._self_index
-            flat = u.reshape(-1)
-            flat[dst] = flat[src]
+            copy_within(u.reshape(-1), *self._self_index)
         else:
             for inner, ghost in self._self_copies:
                 u[ghost] = u[inner]

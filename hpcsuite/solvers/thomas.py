@@ -15,7 +15,7 @@ import functools
 
 import numpy as np
 
-from ..accel import optional
+from ..runtime import optional
 
 __all__ = ["USE_CUDA", "usable", "thomas_columns"]
 

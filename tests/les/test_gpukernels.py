@@ -296,6 +296,36 @@ def test_cuda_buoyancy_kernel_equals_the_array_api_source(team, monkeypatch):
     assert np.array_equal(out[True], out[False]), np.abs(out[True] - out[False]).max()
 
 
+@pytest.mark.mpi
+def test_cuda_courant_rate_equals_the_array_api_source_also_for_nan_and_inf(team, monkeypatch):
+    """The time step's Courant rate from the one-pass kernel equals the array-API source's, and a
+    NaN or an infinity in any velocity shows in it (the blow-up check relies on that)."""
+    from hpcsuite.les import fused, gpukernels
+    from hpcsuite.les.timestep import local_rates
+    m = _stirred_gpu_model(team, monkeypatch, "5th", stretched=True)
+    ctx = m.ctx
+    calls = []
+    real = gpukernels.courant_columns
+    monkeypatch.setattr(gpukernels, "courant_columns", lambda *a: calls.append(1) or real(*a))
+
+    def both():
+        out = []
+        for on in (True, False):
+            monkeypatch.setattr(fused, "ENABLED", on)
+            out.append(float(local_rates(ctx)[0]))
+        return out
+    on, off = both()
+    assert on == off > 0
+    h = ctx.grid.h
+    for name, k, bad in (("v", 3, np.inf), ("w", 2, np.nan), ("u", 0, np.nan)):
+        ctx.fields[name][h + 1, h, k] = bad
+        on, off = both()
+        assert (np.isnan(on) and np.isnan(off)) if np.isnan(bad) else on == off == np.inf, (name, on, off)
+        ctx.fields[name][h + 1, h, k] = 0.0
+    m.free()
+    assert len(calls) == 4
+
+
 @pytest.mark.parametrize("floor, zero_ends", [(None, False), (0.1, False), (None, True)])
 def test_cuda_rk_update_equals_the_array_api_expression(floor, zero_ends):
     import cupy
@@ -338,7 +368,7 @@ def test_cuda_kernels_keep_a_whole_step_at_the_array_api_result(team, monkeypatc
 def test_cuda_kernels_that_do_not_compile_leave_the_array_api_source_running(monkeypatch):
     import cupy
 
-    from hpcsuite.accel import optional
+    from hpcsuite.runtime import optional
     from hpcsuite.les import gpukernels
     a = cupy.zeros((3, 3, 3))
     assert gpukernels.usable(a)
