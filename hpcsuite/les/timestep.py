@@ -49,7 +49,7 @@ def local_rates(ctx, probe=None):
     f = ctx.fields
     if gpukernels.usable(f["u"], f["v"], f["w"], zg.rdzh):           # (CUDA: one pass, no temporaries)
         rate = xp.max(gpukernels.courant_columns(xp, f["u"], f["v"], f["w"], zg.rdzh, g.h, g.nxl, g.nyl,
-                                                 g.dx, g.dy))
+                                                 g.dx, g.dy))    # (nxl x nyl column maxima: small)
     else:
         au = xp.abs(f["u"][I, J, ...])
         av = xp.abs(f["v"][I, J, ...])
