@@ -18,6 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import fused, gpukernels
+from .thermo import concat
 
 __all__ = ["Advection", "SCHEMES", "advect", "face_velocities"]
 
@@ -83,7 +84,7 @@ def _vertical_faces(phi, V, f_lo: int, f_hi: int, scheme: str, g, xp, weights=No
             parts.append(Vs * low[:, :, a - f_lo:b - f_lo])
         else:
             parts.append(Vs * _face_value(col, Vs, 2, a, b - a, (slice(None),) * 3, order, xp))
-    return concat(xp, parts, 2)
+    return parts[0] if len(parts) == 1 else concat(xp)(parts, axis=2)
 
 
 def _runs(f_lo: int, f_hi: int, npts: int) -> list:
@@ -97,14 +98,6 @@ def _runs(f_lo: int, f_hi: int, npts: int) -> list:
         else:
             runs.append([order, f, f + 1])
     return [tuple(r) for r in runs]
-
-
-def concat(xp, parts, axis: int):
-    """Join arrays along ``axis`` (``concat`` in the array API, ``concatenate`` in older CuPy)."""
-    if len(parts) == 1:
-        return parts[0]
-    fn = getattr(xp, "concat", None) or xp.concatenate
-    return fn(parts, axis=axis)
 
 
 def zeros(xp, shape, like):
@@ -194,7 +187,7 @@ def advect(ctx, name: str, scheme: str) -> None:
     if nz > 1:
         F = _vertical_faces(phi, Wz[:, :, 1:nz], 1, nz, scheme, g, xp, weights=(wm, wp))
         zero = zeros(xp, (nxl, nyl, 1), phi)
-        F = concat(xp, [zero, F, zero], 2)          # no flux through the surface and the lid
+        F = concat(xp)([zero, F, zero], axis=2)     # no flux through the surface and the lid
         tz = -(F[:, :, 1:] - F[:, :, :-1]) * zg.rdzf
     tend[I, J, :] += tx + ty + tz
 
