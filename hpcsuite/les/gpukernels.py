@@ -236,9 +236,11 @@ extern "C" __global__ void les_face_w(const double* __restrict__ u, const double
     const int i = h + a, j = h + b;
     const int inner = k >= 1 && k <= nz - 1;
     if (a <= nxl && b < nyl && k <= nz)
-        vx[B3(a, b, k, nyl, nz + 1)] = inner ? wlo[k - 1] * u[B3(i, j, k - 1, ny, nz)] + whi[k - 1] * u[B3(i, j, k, ny, nz)] : 0.0;
+        vx[B3(a, b, k, nyl, nz + 1)] =
+            inner ? wlo[k - 1] * u[B3(i, j, k - 1, ny, nz)] + whi[k - 1] * u[B3(i, j, k, ny, nz)] : 0.0;
     if (a < nxl && b <= nyl && k <= nz)
-        vy[B3(a, b, k, nyl + 1, nz + 1)] = inner ? wlo[k - 1] * v[B3(i, j, k - 1, ny, nz)] + whi[k - 1] * v[B3(i, j, k, ny, nz)] : 0.0;
+        vy[B3(a, b, k, nyl + 1, nz + 1)] =
+            inner ? wlo[k - 1] * v[B3(i, j, k - 1, ny, nz)] + whi[k - 1] * v[B3(i, j, k, ny, nz)] : 0.0;
     if (a < nxl && b < nyl && k < nz)
         vz[B3(a, b, k, nyl, nz)] = 0.5 * (w[B3(i, j, k, ny, nz + 1)] + w[B3(i, j, k + 1, ny, nz + 1)]);
 }

@@ -13,7 +13,6 @@ only) or writes diagnostics into ``ctx.diag``; see the interface contract in ``s
 from __future__ import annotations
 
 import math
-
 from types import SimpleNamespace
 
 import numpy as np
@@ -62,7 +61,8 @@ def zeros_in_one_buffer(xp, like: dict, pad_to: int = 1):
     kw = {} if device is None else {"device": device}
     buf = xp.zeros(-(-sum(sizes) // pad_to) * pad_to, dtype=dtypes.pop(), **kw)
     offsets = np.cumsum([0] + sizes)
-    return buf, {n: xp.reshape(buf[int(o):int(o) + k], a.shape) for (n, a), o, k in zip(like.items(), offsets, sizes)}
+    return buf, {n: xp.reshape(buf[int(o):int(o) + k], a.shape)
+                 for (n, a), o, k in zip(like.items(), offsets, sizes)}
 
 
 def zgrid_on(grid: Grid, xp, device=None) -> SimpleNamespace:
