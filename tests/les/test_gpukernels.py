@@ -64,8 +64,10 @@ def test_cuda_thermo_term_uses_the_kernel_and_can_be_turned_off(monkeypatch):
     assert not gpukernels.usable(thl, qt, presf, exnf)
 
 
-@pytest.mark.parametrize("strided", [False, True], ids=["contiguous", "strided"])
+@pytest.mark.parametrize("strided", [None, (0, 1), (1, 2)], ids=["contiguous", "strided-xy", "strided-z"])
 def test_cuda_thomas_columns_equal_the_level_loop(strided):
+    """The kernel on a contiguous block and on strided ones, read in place: (1, 2) is what cuFFT
+    along the middle axis hands back (the levels not contiguous)."""
     import cupy
 
     from hpcsuite.les.grid import Grid
@@ -80,11 +82,14 @@ def test_cuda_thomas_columns_equal_the_level_loop(strided):
     shape = tuple(cupy.asnumpy(solver._m).shape[1:]) + (9,)
     f = rng.standard_normal(shape) + 1j * rng.standard_normal(shape)
     a, b = cupy.asarray(f), cupy.asarray(f)
-    if strided:          # as cuFFT along a middle axis returns it: the kernel works on a copy
-        a = cupy.swapaxes(cupy.asarray(np.ascontiguousarray(np.swapaxes(f, 0, 1))), 0, 1)
-        assert not a.flags.c_contiguous
+    if strided:
+        a = cupy.swapaxes(cupy.asarray(np.ascontiguousarray(np.swapaxes(f, *strided))), *strided)
+        assert not a.flags.c_contiguous and np.array_equal(cupy.asnumpy(a), f)
     assert thomas.usable(a, solver._m, solver._cp, solver._a_dev)
+    launches = _launch_counter()
     solver._tridiag(a)                                 # the kernel
+    if launches is not None:
+        assert sum(launches.values()) == 1, dict(launches)       # in place: no copies in or out
     thomas.USE_CUDA = False
     try:
         solver._tridiag(b)                             # the Python loop over the levels
@@ -92,8 +97,19 @@ def test_cuda_thomas_columns_equal_the_level_loop(strided):
         thomas.USE_CUDA = True
     a, b = cupy.asnumpy(a), cupy.asnumpy(b)
     assert np.isfinite(a).all() and not np.allclose(a, f)
-    assert np.abs(a - b).max() <= 1e-14 * np.abs(b).max()
+    _assert_same(a, b, "thomas")
     solver.free()
+
+
+def _launch_counter():
+    """The stand-in's launch counter, cleared (None on a GPU)."""
+    try:
+        from cupy import _core
+        counter = _core.launches
+    except (ImportError, AttributeError):
+        return None
+    counter.clear()
+    return counter
 
 
 def _stirred_gpu_model(team, monkeypatch, scheme, stretched, shape=(12, 10, 9)):

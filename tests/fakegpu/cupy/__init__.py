@@ -1,7 +1,7 @@
 """A CuPy stand-in on NumPy for CPU-only test runs (see ../README.md). Not a GPU."""
 import numpy as _np
 
-from . import cuda, fft, linalg, random  # noqa: F401
+from . import cuda, fft, lib, linalg, random  # noqa: F401
 from ._core import namespace_getattr, ndarray  # noqa: F401
 from ._kernels import RawModule  # noqa: F401
 
