@@ -13,8 +13,9 @@
 #   ./bench/gpu_wheels.sh                                   # here, once: fetch the wheels
 #   device run: command="bash bench/gpu_check.sh", carry=[".whl"], timeout_s=480
 #
-# GPU_CHECK_ONLY="les tests" runs only the named steps (les tests cpu bench mpi decks, and profile,
-# which is not in the default list).
+# GPU_CHECK_ONLY="les tests" runs only the named steps (les tests cpu bench mpi decks, and profile
+# and tune4, which are not in the default list: tune4 runs issue 5's 4-rank autotuning benchmarks,
+# which need a core per rank).
 # GPU_CHECK_QUICK=1 uses small sizes (a dry run of the script itself, e.g. on the CuPy stand-in:
 # PYTHONPATH=tests/fakegpu). Record the numbers in bench/RESULTS.md ("GPU").
 set -uo pipefail
@@ -117,6 +118,19 @@ if wanted mpi && [ -n "$mpiexec" ]; then
   step "GPU tests, 2 ranks (MPI)"
   run 120 "$mpiexec" -n 2 "$py" -m pytest -q -p no:cacheprovider --timeout 90 --with-mpi -m mpi \
     -k "gpu or cupy or cuda" "${gpu_tests[@]}"
+fi
+
+if wanted tune4 && [ -n "$mpiexec" ]; then   # not in the default list: issue 5 on real cores
+  # the autotuning figures at 4 ranks need a core per rank (the development machines have 2);
+  # the commands of bench/RESULTS.md's 4-rank rows, without Optuna (not in the image)
+  step "autotuning at 4 ranks, one core each (issue 5)"
+  if [ "$quick" = 1 ]; then
+    tn=(--n 512 --blocks 64 128); tq=(--m 4096 --n 32 --panels 8 16 --grids 4x1 2x2)
+  else
+    tn=(--n 3072); tq=(--m 65536 --n 256 --panels 8 16 32 48 64 --grids 4x1 2x2 1x4 --iterations 5)
+  fi
+  run 200 "$mpiexec" -n 4 "$py" bench/tune_search.py "${tn[@]}" --min-samples 2 --optuna-trials 0
+  run 200 "$mpiexec" -n 4 "$py" bench/tune_search.py --target cholqr "${tq[@]}" --min-samples 2 --optuna-trials 0
 fi
 
 if wanted decks; then
