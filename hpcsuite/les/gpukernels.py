@@ -185,6 +185,43 @@ extern "C" __global__ void les_rk_update(double* __restrict__ a, const double* _
     a[p] = has_floor ? ((x >= floor_ || x != x) ? x : floor_) : x;     // NumPy's maximum
 }
 
+// les_rk_update for every field of a model in one launch: the fields' device addresses come from
+// tables (per field: its start-of-step values and tendency, its level count, and its mode: 0 plain,
+// 1 floored at floors[f], 2 zero ends). Block layer z is field z / ni, x index z % ni (blockDim.z 1).
+extern "C" __global__ void les_rk_update_many(const long long* __restrict__ fields,
+        const long long* __restrict__ starts, const long long* __restrict__ tends, const int* __restrict__ nzs,
+        const double* __restrict__ floors, const int* __restrict__ modes, const double dt, const int i0,
+        const int i1, const int j0, const int j1, const int ny)
+{
+    const int ni = i1 - i0;
+    const int f = blockIdx.z / ni;
+    const int i = i0 + (int)(blockIdx.z % ni);
+    const int k = blockIdx.x * blockDim.x + threadIdx.x;
+    const int j = j0 + (int)(blockIdx.y * blockDim.y + threadIdx.y);
+    const int nz = nzs[f];
+    if (j >= j1 || k >= nz) return;
+    double* a = (double*)fields[f];
+    const double* start = (const double*)starts[f];
+    const double* tend = (const double*)tends[f];
+    const long long p = B3(i, j, k, ny, nz);
+    const int mode = modes[f];
+    if (mode == 2 && (k == 0 || k == nz - 1)) { a[p] = 0.0; return; }
+    const double x = start[p] + dt * tend[p];
+    a[p] = mode == 1 ? ((x >= floors[f] || x != x) ? x : floors[f]) : x;
+}
+
+// Copy whole arrays, one after the other, into one buffer: element p of dst comes from the array f
+// with offsets[f] <= p < offsets[f + 1] (offsets of the nsrc arrays; the last ends at total).
+extern "C" __global__ void les_gather_many(const long long* __restrict__ srcs,
+        const long long* __restrict__ offsets, double* __restrict__ dst, const int nsrc, const long long total)
+{
+    const long long p = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+    if (p >= total) return;
+    int f = 0;
+    while (f + 1 < nsrc && p >= offsets[f + 1]) ++f;
+    dst[p] = ((const double*)srcs[f])[p - offsets[f]];
+}
+
 extern "C" __global__ void les_coriolis(const double* __restrict__ u, const double* __restrict__ v,
         double* __restrict__ tu, double* __restrict__ tv, const int h, const int nxl, const int nyl,
         const double f, const double cu, const double cv, const double* __restrict__ ug,
@@ -450,6 +487,67 @@ def rk_update(a, start, dt: float, tend, interior, floor=None, zero_ends: bool =
              (a, start, tend, np.float64(dt), np.int32(I.start), np.int32(I.stop), np.int32(J.start),
               np.int32(J.stop), np.float64(0.0 if floor is None else floor), np.int32(floor is not None),
               np.int32(ny), np.int32(nz), np.int32(bool(zero_ends))))
+
+
+class FieldTable:
+    """Device address tables of a model's prognostic fields, for one launch over all of them.
+
+    ``fields``, ``start`` and ``tend`` are ``{name: array}`` with the same names in the same order,
+    all float64 CuPy arrays of the same ``(nx, ny)`` block shape (the level counts may differ), whose
+    storage must not move while the table is used; ``start_buffer`` is the 1-D buffer whose leading
+    elements are the ``start`` arrays one after the other (``state.zeros_in_one_buffer``).
+    ``floors``: ``{name: minimum}``; the fields in ``zero_ends`` get zero first and last levels.
+    """
+
+    def __init__(self, fields: dict, start: dict, tend: dict, start_buffer, floors: dict, zero_ends=("w",)):
+        import cupy
+        names = list(fields)
+        if list(start) != names or list(tend) != names:
+            raise ValueError("fields, start and tend must have the same names in the same order")
+        shapes = {tuple(a.shape[:2]) for d in (fields, start, tend) for a in d.values()}
+        if len(shapes) != 1:
+            raise ValueError(f"the arrays of a field table differ in their block shapes: {sorted(shapes)}")
+        self.names = names
+        self._arrays = tuple(fields[n] for n in names) + tuple(tend[n] for n in names)
+        self._fields = tuple(fields[n] for n in names)
+        self.ny = int(fields[names[0]].shape[1])
+        table = lambda d: cupy.asarray([d[n].data.ptr for n in names], dtype=cupy.int64)   # noqa: E731
+        self._ptr = (table(fields), table(start), table(tend))
+        self._nz = [int(fields[n].shape[2]) for n in names]
+        self._levels = cupy.asarray(self._nz, dtype=cupy.int32)
+        self._floors = cupy.asarray([float(floors.get(n, 0.0)) for n in names], dtype=cupy.float64)
+        self._modes = cupy.asarray([2 if n in zero_ends else 1 if n in floors else 0 for n in names],
+                                   dtype=cupy.int32)
+        sizes = [int(fields[n].size) for n in names]
+        offsets = np.cumsum([0] + sizes)
+        starts_at = [int(start[n].data.ptr - start_buffer.data.ptr) // 8 for n in names]
+        if starts_at != [int(o) for o in offsets[:-1]] or int(start_buffer.size) < int(offsets[-1]):
+            raise ValueError("the start arrays are not the leading elements of start_buffer, in order")
+        self._start_buffer, self._total = start_buffer, int(offsets[-1])
+        self._offsets = cupy.asarray(offsets[:-1], dtype=cupy.int64)
+
+    def matches(self, fields: dict, tend: dict) -> bool:
+        """Whether ``fields`` and ``tend`` are still the arrays the table was made of."""
+        now = tuple(fields.values()) + tuple(tend.values())
+        return len(now) == len(self._arrays) and all(a is b for a, b in zip(now, self._arrays))
+
+    def save_start(self) -> None:
+        """``start[n][...] = fields[n]`` for every field, in one launch."""
+        grid, block = _grid(self._total)
+        _kernel("les_gather_many")(grid, block, (self._ptr[0], self._offsets, self._start_buffer,
+                                                 np.int32(len(self.names)), np.int64(self._total)))
+
+    def rk_update(self, dt: float, interior) -> None:
+        """:func:`rk_update` of every field (floors and zero ends as given), in one launch."""
+        I, J = interior
+        ni, nj = I.stop - I.start, J.stop - J.start
+        if ni <= 0 or nj <= 0:
+            return
+        bx, by, _ = ADVECT_BLOCK
+        _kernel("les_rk_update_many")((-(-max(self._nz) // bx), -(-nj // by), ni * len(self.names)), ADVECT_BLOCK,
+                                      (*self._ptr, self._levels, self._floors, self._modes, np.float64(dt),
+                                       np.int32(I.start), np.int32(I.stop), np.int32(J.start), np.int32(J.stop),
+                                       np.int32(self.ny)))
 
 
 def coriolis(u, v, tu, tv, h: int, nxl: int, nyl: int, f: float, cu: float, cv: float, ug, vg) -> None:

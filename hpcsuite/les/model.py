@@ -69,15 +69,23 @@ class Model:
         # buffer (two reductions) instead of every field (two each); padded for a 2-D reduction
         self._start_all, self.start = zeros_in_one_buffer(ctx.xp, ctx.fields, pad_to=PROBE_ROW)
         ctx.start = self.start
+        self._halos = None                       # the fields' HaloGroup (made when first needed)
+        # on a GPU, saving the start of a step and each stage's update are one launch for all fields
+        self._table = None
+        arrays = (*ctx.fields.values(), *self.start.values(), *ctx.tend.values())
+        if self._start_all is not None and "w" in ctx.fields and gpukernels.usable(*arrays, self._start_all):
+            self._table = gpukernels.FieldTable(ctx.fields, self.start, ctx.tend, self._start_all, self.floors)
         self.update_halos()
 
     # ------------------------------------------------------------------ pieces of a step
     def update_halos(self) -> None:
         """Exchange the halos of every field, all in flight at once. Collective."""
+        from ..pgas import HaloGroup
         with self.timers("halos"):
-            pending = [a.halo.update_async() for a in self.store.arrays.values()]
-            for p in pending:
-                p.wait()
+            arrays = list(self.store.arrays.values())
+            if self._halos is None or [h.array for h in self._halos.halos] != arrays:
+                self._halos = HaloGroup(arrays)
+            self._halos.update()
 
     def k_max(self) -> float:
         """This rank's largest diffusivity (constant, eddy, or the one saved at a restart). Local."""
@@ -120,12 +128,15 @@ class Model:
     def step(self, cap: float = math.inf) -> float:
         """Advance one RK3 step (at most ``cap``); returns the step taken. Collective."""
         ctx, fields = self.ctx, self.ctx.fields
-        for n, a in fields.items():
-            self.start[n][...] = a
+        table = self._table if self._table is not None and self._table.matches(fields, ctx.tend) else None
+        if table is not None:
+            table.save_start()
+        else:
+            for n, a in fields.items():
+                self.start[n][...] = a
         probe = None if self._start_all is None else ctx.xp.reshape(self._start_all, (-1, PROBE_ROW))
         dt = self.next_dt(cap, probe)
         I, J = ctx.grid.interior
-        nz = ctx.grid.nz
         t0 = self.t
         ctx.dt_full = dt
         for stage in range(3):
@@ -135,23 +146,10 @@ class Model:
                 with self.timers(_part(term)):
                     term(ctx)
             with self.timers("update"):
-                w_ends_set = False
-                for n, a in fields.items():
-                    if fused.ENABLED and isinstance(a, np.ndarray):      # the same operations in one pass
-                        fused.rk_update(a, self.start[n], ctx.dt, ctx.tend[n], (I, J), self.floors.get(n))
-                        continue
-                    if gpukernels.usable(a, self.start[n], ctx.tend[n]):  # (CUDA; w's ends in the same launch)
-                        gpukernels.rk_update(a, self.start[n], ctx.dt, ctx.tend[n], (I, J), self.floors.get(n),
-                                             zero_ends=n == "w")
-                        w_ends_set = w_ends_set or n == "w"
-                        continue
-                    a[I, J, ...] = self.start[n][I, J, ...] + ctx.dt * ctx.tend[n][I, J, ...]
-                    if n in self.floors:
-                        a[I, J, ...] = ctx.xp.maximum(a[I, J, ...], self.floors[n])
-                if not w_ends_set:       # (the halo update below fills the rest of the rows)
-                    w = fields["w"]
-                    w[..., 0] = 0.0
-                    w[..., nz] = 0.0
+                if table is not None:            # (CUDA: every field in one launch, w's ends set)
+                    table.rk_update(ctx.dt, (I, J))
+                else:
+                    self._update_each()
             self.update_halos()
         self.t = t0 + dt
         ctx.t = self.t
@@ -159,6 +157,29 @@ class Model:
         self.nstep += 1
         self.k_restart = None
         return dt
+
+    def _update_each(self) -> None:
+        """The Runge-Kutta stage update, field by field (``fused`` on the CPU, a kernel each on a GPU,
+        the array-API source elsewhere). Local."""
+        ctx, fields = self.ctx, self.ctx.fields
+        I, J = ctx.grid.interior
+        w_ends_set = False
+        for n, a in fields.items():
+            if fused.ENABLED and isinstance(a, np.ndarray):      # the same operations in one pass
+                fused.rk_update(a, self.start[n], ctx.dt, ctx.tend[n], (I, J), self.floors.get(n))
+                continue
+            if gpukernels.usable(a, self.start[n], ctx.tend[n]):  # (CUDA; w's ends in the same launch)
+                gpukernels.rk_update(a, self.start[n], ctx.dt, ctx.tend[n], (I, J), self.floors.get(n),
+                                     zero_ends=n == "w")
+                w_ends_set = w_ends_set or n == "w"
+                continue
+            a[I, J, ...] = self.start[n][I, J, ...] + ctx.dt * ctx.tend[n][I, J, ...]
+            if n in self.floors:
+                a[I, J, ...] = ctx.xp.maximum(a[I, J, ...], self.floors[n])
+        if not w_ends_set:       # (the halo update after the stage fills the rest of the rows)
+            w, nz = fields["w"], ctx.grid.nz
+            w[..., 0] = 0.0
+            w[..., nz] = 0.0
 
     def free(self) -> None:
         """Release the distributed arrays (fields, pressure solver). Collective."""

@@ -9,7 +9,7 @@ from .algorithms import (all, any, dot, fill, find, for_each, for_each_with_inde
                          max_element, min_element, norm, reduce, transform)
 from .array import DistArray, arange, empty, from_numpy, full, ones, zeros
 from .dist import BLOCKCYCLIC, BLOCKED, CYCLIC, NONE, TILE, DistSpec
-from .halo import Halo, HaloSpec
+from .halo import Halo, HaloGroup, HaloSpec
 from .hdf5 import load_hdf5, save_hdf5
 from .memory import live_segments
 from .pattern import Pattern
@@ -21,7 +21,7 @@ from .sync import Atomic, Mutex, accumulate, live_mutexes
 __all__ = [
     "BLOCKED", "CYCLIC", "BLOCKCYCLIC", "TILE", "NONE", "DistSpec", "Pattern",
     "DistArray", "zeros", "ones", "full", "empty", "arange", "from_numpy",
-    "Halo", "HaloSpec", "live_segments", "copy", "save_hdf5", "load_hdf5",
+    "Halo", "HaloGroup", "HaloSpec", "live_segments", "copy", "save_hdf5", "load_hdf5",
     "Atomic", "Mutex", "accumulate", "live_mutexes", "matmul",
     "fill", "generate", "for_each", "for_each_with_index", "transform", "reduce", "min_element",
     "max_element", "find", "all", "any", "dot", "norm", "sort", "scan", "cumsum",

@@ -11,6 +11,9 @@ left as they are) or a number (ghosts at the global edge are set to that value).
 GPU arrays pack and unpack on the device. With a CUDA-aware MPI (``runtime.gpu_aware_mpi``) the
 packed buffers stay on the device and go to MPI as they are; otherwise they are staged through host
 memory (one device-to-host copy per face sent, one host-to-device copy per face received).
+
+:class:`HaloGroup` updates the halos of several arrays together (all messages in flight at once, and
+on a GPU the wrap-around copies of all of them in one kernel launch).
 """
 from __future__ import annotations
 
@@ -23,10 +26,10 @@ from mpi4py import MPI
 
 from ..runtime.comm_hooks import observed
 from ..runtime.device import gpu_aware_mpi
-from ..runtime.index_copy import copy_within
+from ..runtime.index_copy import ManyCopy, copy_within
 from ..runtime.waiting import waitall
 
-__all__ = ["HaloSpec", "Halo"]
+__all__ = ["HaloSpec", "Halo", "HaloGroup"]
 
 
 @dataclass(frozen=True)
@@ -146,12 +149,14 @@ class Halo:
         array's team (point-to-point with the neighbours). ``target``: see :meth:`update_async`."""
         self.update_async(target).wait()
 
-    def update_async(self, target=None) -> "HaloUpdate":
+    def update_async(self, target=None, self_copies: bool = True) -> "HaloUpdate":
         """Start the exchange and return a handle; call ``wait()`` before reading ghost cells or
         writing border cells. Collective over the array's team.
 
         ``target``: update the halo of this C-contiguous array of the block's shape and dtype (on the
         array's device) instead of the array's own block, e.g. a work array of the same layout.
+        ``self_copies=False`` leaves the ghosts that wrap around onto this unit to the caller
+        (:class:`HaloGroup` copies them for several arrays at once).
         """
         self.array._alive()
         if self._active:
@@ -174,7 +179,9 @@ class Halo:
             # one communication kernel for the tuner (hpcsuite.tune): a neighbourhood exchange,
             # started here and completed in wait(); it may start the exchanges of only some peers
             self._started = observed(self.array.team, "Halo", self.nbytes, self._start, self._request_peers)
-        if self._self_index is not None:         # overlaps with the messages in flight
+        if not self_copies:
+            pass
+        elif self._self_index is not None:       # overlaps with the messages in flight
             copy_within(u.reshape(-1), *self._self_index)
         else:
             for inner, ghost in self._self_copies:
@@ -214,6 +221,54 @@ class Halo:
         for r in self._requests:
             r.Free()
         self._requests, self._exchanges = [], []
+
+
+class HaloGroup:
+    """The halos of several distributed arrays, updated together. Creating one is local.
+
+    All exchanges are in flight at once. On a GPU, the ghost regions that wrap around onto this unit
+    (one unit along a periodic dimension) are filled for all arrays in one kernel launch
+    (:class:`~hpcsuite.runtime.index_copy.ManyCopy`) instead of one per array; elsewhere the
+    update is that of each array's :class:`Halo`.
+
+    Parameters
+    ----------
+    arrays : sequence of DistArray
+        The arrays (their own blocks are updated; their storage must not move while the group is used).
+    """
+
+    def __init__(self, arrays):
+        self.halos = [a.halo for a in arrays]
+        copies = [h for h in self.halos if h._self_index is not None]
+        self._many, self._grouped = None, set()
+        if len(copies) > 1 and len({h.array.dtype for h in copies}) == 1:
+            many = ManyCopy([h.array.local_with_halo.reshape(-1) for h in copies],
+                            [h._self_index for h in copies])
+            if many.launches == 1:
+                self._many, self._grouped = many, {id(h) for h in copies}
+
+    def update_async(self) -> "HaloGroupUpdate":
+        """Start every array's exchange; ``wait()`` on the handle completes them all. Collective over
+        the arrays' teams."""
+        pending = [h.update_async(self_copies=id(h) not in self._grouped) for h in self.halos]
+        if self._many is not None:               # overlaps with the messages in flight
+            self._many.run()
+        return HaloGroupUpdate(pending)
+
+    def update(self) -> None:
+        """Fill every ghost cell of every array. Collective over the arrays' teams."""
+        self.update_async().wait()
+
+
+class HaloGroupUpdate:
+    """The exchanges of a :class:`HaloGroup` in flight; :meth:`wait` completes them."""
+
+    def __init__(self, pending):
+        self._pending = pending
+
+    def wait(self) -> None:
+        for p in self._pending:
+            p.wait()
 
 
 class HaloUpdate:

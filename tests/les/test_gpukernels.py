@@ -362,6 +362,47 @@ def test_cuda_rk_update_equals_the_array_api_expression(floor, zero_ends):
     assert np.array_equal(cupy.asnumpy(a), ref)
 
 
+def test_field_table_saves_the_start_and_updates_every_field_in_one_launch_each():
+    """gpukernels.FieldTable (the whole model's start-of-step copy and stage update, one launch
+    each) against the per-field expressions: a plain field, a floored one, w with nz + 1 levels
+    and zero ends, and a second plain field after w (the tables' order matters)."""
+    import cupy
+
+    from hpcsuite.les import gpukernels
+    from hpcsuite.les.state import zeros_in_one_buffer
+    rng = np.random.default_rng(6)
+    names, nz = ("u", "e12", "w", "thl"), 5
+    host = {n: rng.standard_normal((9, 8, nz + (n == "w"))) for n in names}
+    fields = {n: cupy.asarray(a) for n, a in host.items()}
+    buf, start = zeros_in_one_buffer(cupy, fields, pad_to=64)
+    _, tend = zeros_in_one_buffer(cupy, fields)
+    tend_host = {n: rng.standard_normal(a.shape) for n, a in host.items()}
+    for n in names:
+        tend[n][...] = cupy.asarray(tend_host[n])
+    table = gpukernels.FieldTable(fields, start, tend, buf, {"e12": 0.1})
+    assert table.matches(fields, tend) and not table.matches({**fields, "u": cupy.zeros(3)}, tend)
+    table.save_start()
+    for n in names:
+        assert np.array_equal(cupy.asnumpy(start[n]), host[n]), n
+    assert not cupy.asnumpy(buf)[sum(a.size for a in host.values()):].any()     # the padding untouched
+    for n in names:                                    # the fields move on; start keeps the old values
+        fields[n][...] = cupy.asarray(rng.standard_normal(host[n].shape))
+    before = {n: cupy.asnumpy(a).copy() for n, a in fields.items()}
+    I, J = slice(2, 7), slice(2, 6)
+    table.rk_update(0.37, (I, J))
+    for n in names:
+        ref = before[n].copy()
+        ref[I, J, :] = host[n][I, J, :] + 0.37 * tend_host[n][I, J, :]
+        if n == "e12":
+            ref[I, J, :] = np.maximum(ref[I, J, :], 0.1)
+            assert (ref[I, J, :] == 0.1).any()
+        if n == "w":
+            ref[I, J, 0] = ref[I, J, -1] = 0.0
+        assert np.array_equal(cupy.asnumpy(fields[n]), ref), n
+    with pytest.raises(ValueError, match="leading elements"):
+        gpukernels.FieldTable(fields, start, tend, buf[64:], {})
+
+
 @pytest.mark.mpi
 def test_cuda_kernels_keep_a_whole_step_at_the_array_api_result(team, monkeypatch):
     """Whole RK3 steps of the stirred BOMEX-like case with every CUDA kernel and with none: the

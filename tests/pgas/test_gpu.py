@@ -62,6 +62,36 @@ def test_gpu_halo_matches_cpu_halo(team, shape, halo, boundary):
 
 
 @pytest.mark.mpi
+def test_gpu_halo_group_matches_each_arrays_host_halo(team):
+    """A HaloGroup of LES-like fields (one with an extra level, one a halo-less layout of its own)
+    fills every ghost cell as each array's host update does; its wrap-around copies are one kernel
+    launch on the stand-in (tests/fakegpu), whatever the process grid."""
+    import cupy
+    kw = dict(dist=(pgas.BLOCKED, pgas.BLOCKED, pgas.NONE), root=None, halo=(2, 1, 0),
+              boundary=("periodic", "periodic", "none"), corners=True)
+    rng = np.random.default_rng(5)
+    refs = [rng.random((11, 9, nz)) for nz in (4, 5, 4)]
+    hosts = [pgas.from_numpy(r, **kw) for r in refs]
+    devs = [pgas.from_numpy(r, device="gpu", **kw) for r in refs]
+    for h in hosts:
+        h.halo.update()
+    group = pgas.HaloGroup(devs)
+    counter = getattr(getattr(cupy, "_core", None), "launches", None)     # (the stand-in's)
+    if counter is not None:
+        counter.clear()
+    group.update()
+    for h, d in zip(hosts, devs):
+        assert np.array_equal(cupy.asnumpy(d.local_with_halo), h.local_with_halo)
+    if counter is not None:
+        wraps = sum(1 for h in devs[0].halo._self_copies)
+        expect = 1 if wraps > 1 else 0
+        assert counter["raw:hpc_copy_within_many64"] == expect, dict(counter)
+        assert counter["raw:hpc_copy_within64"] == 0, dict(counter)
+    for a in hosts + devs:
+        a.free()
+
+
+@pytest.mark.mpi
 def test_gpu_one_sided_access_through_host_mirror(team):
     a = pgas.zeros(17 * team.size, device="gpu")
     a.local[...] = team.rank

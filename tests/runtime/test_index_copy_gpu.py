@@ -28,3 +28,43 @@ def test_gpu_copy_within_equals_numpy_indexing(dtype):
     assert np.array_equal(cupy.asnumpy(d), ref)
     copy_within(d, cupy.asarray(src[:0].astype(np.int64)), cupy.asarray(dst[:0].astype(np.int64)))
     assert np.array_equal(cupy.asnumpy(d), ref)        # nothing to copy: unchanged
+
+
+def test_gpu_copy_within_many_equals_numpy_indexing_per_array():
+    """Several arrays of different sizes in one launch (the address-table kernel), each copied as
+    NumPy's ``a[dst] = a[src]``; an array with nothing to copy stays as it is."""
+    import cupy
+
+    from hpcsuite.runtime.index_copy import ManyCopy, copy_within_many
+    rng = np.random.default_rng(4)
+    arrays, index, refs = [], [], []
+    for n, k in ((257, 60), (31, 0), (1000, 333)):
+        a = rng.standard_normal(n)
+        perm = rng.permutation(n)
+        src, dst = perm[:k], perm[k:2 * k]
+        ref = a.copy()
+        ref[dst] = ref[src]
+        arrays.append(cupy.asarray(a))
+        index.append((cupy.asarray(src.astype(np.int64)), cupy.asarray(dst.astype(np.int64))))
+        refs.append(ref)
+    many = ManyCopy(arrays, index)
+    assert many.launches == 1
+    many.run()
+    for d, ref in zip(arrays, refs):
+        assert np.array_equal(cupy.asnumpy(d), ref)
+    copy_within_many(arrays, index)                    # again: sources unchanged, same result
+    for d, ref in zip(arrays, refs):
+        assert np.array_equal(cupy.asnumpy(d), ref)
+
+
+def test_copy_within_many_of_other_item_sizes_copies_array_by_array():
+    import cupy
+
+    from hpcsuite.runtime.index_copy import ManyCopy
+    a, b = cupy.asarray(np.arange(10, dtype=np.float32)), cupy.asarray(np.arange(10, dtype=np.float32))
+    ix = (cupy.asarray(np.array([0, 1], dtype=np.int64)), cupy.asarray(np.array([8, 9], dtype=np.int64)))
+    many = ManyCopy([a, b], [ix, ix])
+    assert many.launches == 2
+    many.run()
+    for d in (a, b):
+        assert cupy.asnumpy(d)[8:].tolist() == [0.0, 1.0]
