@@ -355,27 +355,35 @@ extern "C" __global__ void les_subsidence(const double* __restrict__ s, double* 
     t[p] -= wls[k] < 0 ? wls[k] * up : wls[k] * down;
 }
 
+// (with zero_w_ends, w is read as zero at the surface and the lid, whatever is stored there)
 __device__ double les_div(const double* __restrict__ u, const double* __restrict__ v,
         const double* __restrict__ w, const int i, const int j, const int k, const double dx, const double dy,
-        const double* __restrict__ rdzf, const int ny, const int nz)
+        const double* __restrict__ rdzf, const int ny, const int nz, const int zero_w_ends)
 {
+    const long long q = B3(i, j, k, ny, nz + 1);
+    const double wt = (zero_w_ends && k == nz - 1) ? 0.0 : w[q + 1];
+    const double wb = (zero_w_ends && k == 0) ? 0.0 : w[q];
     return (u[B3(i + 1, j, k, ny, nz)] - u[B3(i, j, k, ny, nz)]) / dx
          + (v[B3(i, j + 1, k, ny, nz)] - v[B3(i, j, k, ny, nz)]) / dy
-         + (w[B3(i, j, k + 1, ny, nz + 1)] - w[B3(i, j, k, ny, nz + 1)]) * rdzf[k];
+         + (wt - wb) * rdzf[k];
 }
 
+// zero_w_ends: the w tendency is zero at the surface and the lid: read so, and so set on the interior
+// columns (each end is read by the thread of its column's first or last level alone)
 extern "C" __global__ void les_projection_rhs(const double* __restrict__ tu, const double* __restrict__ tv,
-        const double* __restrict__ tw, const double* __restrict__ su, const double* __restrict__ sv,
+        double* __restrict__ tw, const double* __restrict__ su, const double* __restrict__ sv,
         const double* __restrict__ sw, const int with_start, const double rdt, const int h, const double dx,
         const double dy, const double* __restrict__ rdzf, double* __restrict__ out, const int nxl,
-        const int nyl, const int ny, const int nz)
+        const int nyl, const int ny, const int nz, const int zero_w_ends)
 {
     const int k = blockIdx.x * blockDim.x + threadIdx.x;
     const int b = blockIdx.y * blockDim.y + threadIdx.y;
     const int a = blockIdx.z * blockDim.z + threadIdx.z;
     if (a >= nxl || b >= nyl || k >= nz) return;
-    const double d = les_div(tu, tv, tw, h + a, h + b, k, dx, dy, rdzf, ny, nz);
-    out[B3(a, b, k, nyl, nz)] = with_start ? d + les_div(su, sv, sw, h + a, h + b, k, dx, dy, rdzf, ny, nz) * rdt : d;
+    const double d = les_div(tu, tv, tw, h + a, h + b, k, dx, dy, rdzf, ny, nz, zero_w_ends);
+    out[B3(a, b, k, nyl, nz)] = with_start ? d + les_div(su, sv, sw, h + a, h + b, k, dx, dy, rdzf, ny, nz, 0) * rdt : d;
+    if (zero_w_ends && k == 0) tw[B3(h + a, h + b, 0, ny, nz + 1)] = 0.0;
+    if (zero_w_ends && k == nz - 1) tw[B3(h + a, h + b, nz, ny, nz + 1)] = 0.0;
 }
 
 extern "C" __global__ void les_subtract_gradient(double* __restrict__ tu, double* __restrict__ tv,
@@ -618,8 +626,11 @@ def subsidence(s, t, h: int, nxl: int, nyl: int, wls, dzh) -> None:
                                               np.int32(ny), np.int32(nz)))
 
 
-def projection_rhs(tend, start, rdt: float, h: int, nxl: int, nyl: int, dx: float, dy: float, rdzf):
-    """:func:`fused.projection_rhs` on the GPU (a new ``(nxl, nyl, nz)`` array)."""
+def projection_rhs(tend, start, rdt: float, h: int, nxl: int, nyl: int, dx: float, dy: float, rdzf,
+                   zero_w_ends: bool = False):
+    """:func:`fused.projection_rhs` on the GPU (a new ``(nxl, nyl, nz)`` array). With ``zero_w_ends``
+    the w tendency's first and last levels are first set to zero on the interior columns (as the
+    pressure term does before it), in the same launch."""
     import cupy
     tu = tend[0]
     ny, nz = int(tu.shape[1]), int(tu.shape[2])
@@ -627,7 +638,8 @@ def projection_rhs(tend, start, rdt: float, h: int, nxl: int, nyl: int, dx: floa
     s = tend if start is None else start
     _launch3("les_projection_rhs", nxl, nyl, nz, (*tend, *s, np.int32(start is not None), np.float64(rdt),
                                                   np.int32(h), np.float64(dx), np.float64(dy), rdzf, out,
-                                                  np.int32(nxl), np.int32(nyl), np.int32(ny), np.int32(nz)))
+                                                  np.int32(nxl), np.int32(nyl), np.int32(ny), np.int32(nz),
+                                                  np.int32(bool(zero_w_ends))))
     return out
 
 

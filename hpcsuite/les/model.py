@@ -83,7 +83,8 @@ class Model:
         from ..pgas import HaloGroup
         with self.timers("halos"):
             arrays = list(self.store.arrays.values())
-            if self._halos is None or [h.array for h in self._halos.halos] != arrays:
+            if self._halos is None or len(arrays) != len(self._halos.members) \
+                    or any(h.array is not a for h, a in zip(self._halos.halos, arrays)):
                 self._halos = HaloGroup(arrays)
             self._halos.update()
 

@@ -4,7 +4,8 @@ A substep sets ``u_new = u_start + dt_sub * tend`` (``u_start``: the fields at t
 step). With ``tend`` holding every other tendency, this term solves ``L p = div(u_start / dt_sub +
 tend)`` with :class:`hpcsuite.solvers.poisson.PoissonFFT` and subtracts ``grad p`` from the momentum
 tendencies (as DALES ``poisson``), so that the discrete divergence of ``u_new`` vanishes to rounding.
-``p`` is the kinematic pressure (``p' / rho0``); it is left in ``ctx.diag['p']``.
+``p`` is the kinematic pressure (``p' / rho0``); it is left in ``ctx.diag['p']`` (one array, rewritten
+by every call).
 
 The divergence and gradient are the staggered 2nd-order differences that ``L`` is built from:
 ``div`` at cell centres from the faces ``i`` and ``i + 1``, ``grad`` at the faces from the centres
@@ -49,6 +50,7 @@ class PressureProjection:
     def __init__(self, grid, team, dims, device: str = "cpu", xp=None):
         self.solver = PoissonFFT((grid.nx, grid.ny, grid.nz), grid.dx, grid.dy, grid.dzf, grid.dzh, team,
                                  dims, device=device, xp=xp)
+        self._p = None
 
     def __call__(self, ctx) -> None:
         """Project ``ctx.tend`` so the substep's velocity is divergence-free. Collective (three
@@ -57,18 +59,18 @@ class PressureProjection:
         h, nz = g.h, g.nz
         I, J = g.interior
         tu, tv, tw = ctx.tend["u"], ctx.tend["v"], ctx.tend["w"]
-        tw[..., 0] = 0.0
-        tw[..., nz] = 0.0
-        ctx.update_halo(tu)
-        ctx.update_halo(tv)
         s = ctx.start
         rdt = 1.0 / ctx.dt
         # the fused kernels do the same operations in one pass each
         fusable = fused.ENABLED and isinstance(tu, np.ndarray) and isinstance(zg.rdzf, np.ndarray)
         cuda = not fusable and gpukernels.usable(tu, tv, tw, zg.rdzf, zg.rdzh, *(s[n] for n in "uvw" if s))
+        if not cuda:        # (the CUDA kernel below zeroes them itself: two launches fewer)
+            tw[..., 0] = 0.0
+            tw[..., nz] = 0.0
+        ctx.update_halo(tu, tv)
         if cuda:
             rhs = gpukernels.projection_rhs((tu, tv, tw), (s["u"], s["v"], s["w"]) if s else None, rdt, h,
-                                            g.nxl, g.nyl, g.dx, g.dy, zg.rdzf)
+                                            g.nxl, g.nyl, g.dx, g.dy, zg.rdzf, zero_w_ends=True)
         elif fusable:
             rhs = fused.projection_rhs((tu, tv, tw), (s["u"], s["v"], s["w"]) if s else None, rdt, h,
                                        g.nxl, g.nyl, g.dx, g.dy, zg.rdzf)
@@ -76,7 +78,11 @@ class PressureProjection:
             rhs = divergence(tu, tv, tw, g, zg)
             if s:
                 rhs = rhs + divergence(s["u"], s["v"], s["w"], g, zg) * rdt
-        p = xp.zeros_like(tu)                      # a cell-type array (nz levels)
+        # a cell-type array (nz levels) kept from call to call: its interior is written here and its
+        # halo (x and y only: the whole rest of it) by the update below
+        p = self._p
+        if p is None or type(p) is not type(tu) or p.shape != tu.shape or p.dtype != tu.dtype:
+            p = self._p = xp.zeros_like(tu)
         p[I, J, :] = self.solver.solve(rhs)
         ctx.update_halo(p)
         if cuda and gpukernels.usable(p):

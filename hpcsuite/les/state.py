@@ -98,6 +98,9 @@ class FieldStore:
         Where the local blocks live.
     """
 
+    #: how many sets of arrays :meth:`update_halo` keeps a halo group for
+    GROUPS_KEPT = 8
+
     def __init__(self, grid: Grid, team: Team, names, dims=(0, 0), device: str = "cpu"):
         self.team, self.device = team, device
         self.dims = process_grid(team.size, grid.nx, grid.ny, dims)
@@ -107,6 +110,7 @@ class FieldStore:
         self.global_grid = grid
         self.arrays: dict[str, pgas.DistArray] = {}
         self._scratch: dict[int, pgas.DistArray] = {}
+        self._groups: dict = {}                     # HaloGroups of update_halo, by their arrays
         for name in names:
             self.add(name)
         probe = self.arrays[next(iter(self.arrays))] if self.arrays else self._make(grid.nz)
@@ -139,33 +143,62 @@ class FieldStore:
         """``{name: local block with halo}`` for every field."""
         return {n: a.local_with_halo for n, a in self.arrays.items()}
 
-    def update_halo(self, array) -> None:
-        """Fill the x/y halo of ``array`` from the neighbouring ranks (periodic). Collective.
+    def update_halo(self, *arrays) -> None:
+        """Fill the x/y halos of ``arrays`` from the neighbouring ranks (periodic). Collective.
 
-        ``array`` is a field's local block (updated in place, no copy), or any array of local shape
-        ``(nxl+2h, nyl+2h[, m])`` (e.g. an eddy viscosity or a 2-D surface field), which goes
-        through a scratch distributed array of the same layout.
+        Each array is a field's local block (updated in place, no copy), or any array of local shape
+        ``(nxl+2h, nyl+2h[, m])`` (e.g. an eddy viscosity or a 2-D surface field), which is updated
+        in place through the halo plan of a scratch distributed array of the same layout (C-contiguous
+        float64 arrays), or copied through that array (others). The arrays are updated together: on a
+        GPU the wrap-around copies of all of them are one kernel launch (``pgas.HaloGroup``).
         """
-        for a in self.arrays.values():
-            if a.local_with_halo is array:
-                a.halo.update()
-                return
-        g = self.grid
-        if array.shape[:2] != (g.nxl + 2 * g.h, g.nyl + 2 * g.h) or array.ndim not in (2, 3):
-            raise ValueError(f"update_halo: array of local shape {array.shape} does not fit the block "
-                             f"({g.nxl + 2 * g.h}, {g.nyl + 2 * g.h}[, m])")
-        m = array.shape[2] if array.ndim == 3 else 1
+        members, fast, slow = [], [], []
+        for array in arrays:
+            field = next((a for a in self.arrays.values() if a.local_with_halo is array), None)
+            if field is not None:
+                members.append((field, None))
+                fast.append(array)
+                continue
+            g = self.grid
+            if array.shape[:2] != (g.nxl + 2 * g.h, g.nyl + 2 * g.h) or array.ndim not in (2, 3):
+                raise ValueError(f"update_halo: array of local shape {array.shape} does not fit the block "
+                                 f"({g.nxl + 2 * g.h}, {g.nyl + 2 * g.h}[, m])")
+            s = self._scratch_for(array.shape[2] if array.ndim == 3 else 1)
+            buf = s.local_with_halo
+            flags = getattr(array, "flags", None)           # (NumPy and CuPy arrays have them)
+            if flags is not None and flags.c_contiguous and array.dtype == buf.dtype:
+                members.append((s, array.reshape(buf.shape)))   # in place (a contiguous reshape is a view)
+                fast.append(array)
+            else:
+                slow.append((s, array))
+        if len(members) == 1:
+            a, t = members[0]
+            a.halo.update(target=t)
+        elif members:
+            self._group(members, fast).update()
+        for s, array in slow:
+            buf = s.local_with_halo
+            buf[...] = array.reshape(buf.shape)
+            s.halo.update()
+            array[...] = buf.reshape(array.shape)
+
+    def _scratch_for(self, m: int) -> pgas.DistArray:
         s = self._scratch.get(m)
         if s is None:
             s = self._scratch[m] = self._make(m)
-        buf = s.local_with_halo
-        flags = getattr(array, "flags", None)           # (NumPy and CuPy arrays have them)
-        if flags is not None and flags.c_contiguous and array.dtype == buf.dtype:
-            s.halo.update(target=array.reshape(buf.shape))    # in place (a contiguous reshape is a view)
-            return
-        buf[...] = array.reshape(buf.shape)
-        s.halo.update()
-        array[...] = buf.reshape(array.shape)
+        return s
+
+    def _group(self, members, arrays) -> pgas.HaloGroup:
+        """The HaloGroup of ``members`` ((array, target) pairs made from the caller's ``arrays``),
+        made once per set of arrays (a group keeps the arrays' addresses)."""
+        key = tuple(id(a) for a in arrays)
+        kept = self._groups.get(key)
+        if kept is None or any(k is not a for k, a in zip(kept[0], arrays)):    # (an id reused)
+            kept = self._groups[key] = (tuple(arrays), pgas.HaloGroup([a for a, _ in members],
+                                                                       [t for _, t in members]))
+            while len(self._groups) > self.GROUPS_KEPT:   # (holding arrays alive: keep few)
+                self._groups.pop(next(iter(self._groups)))
+        return kept[1]
 
     def free(self) -> None:
         """Release every distributed array. Collective."""
@@ -173,6 +206,7 @@ class FieldStore:
             a.free()
         self.arrays.clear()
         self._scratch.clear()
+        self._groups.clear()
 
 
 class StepContext:
@@ -231,12 +265,13 @@ class StepContext:
         self.start: dict = {}
         self.galilean = (0.0, 0.0)
 
-    def update_halo(self, array) -> None:
-        """Fill the x/y halo of a field or any block-shaped array. Collective (see
-        :meth:`FieldStore.update_halo`); a no-op without a store only for one-rank use."""
+    def update_halo(self, *arrays) -> None:
+        """Fill the x/y halos of fields or any block-shaped arrays, together. Collective (see
+        :meth:`FieldStore.update_halo`); a periodic fill without a store (one-rank use only)."""
         if self.store is not None:
-            self.store.update_halo(array)
-        else:
+            self.store.update_halo(*arrays)
+            return
+        for array in arrays:
             _periodic_fill(array, self.h)
 
     def update_halos(self, names=None) -> None:

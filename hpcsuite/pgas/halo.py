@@ -224,39 +224,63 @@ class Halo:
 
 
 class HaloGroup:
-    """The halos of several distributed arrays, updated together. Creating one is local.
+    """The halos of several distributed arrays (or of work arrays of their layouts), updated
+    together. Creating one is local.
 
-    All exchanges are in flight at once. On a GPU, the ghost regions that wrap around onto this unit
-    (one unit along a periodic dimension) are filled for all arrays in one kernel launch
-    (:class:`~hpcsuite.runtime.index_copy.ManyCopy`) instead of one per array; elsewhere the
-    update is that of each array's :class:`Halo`.
+    All exchanges are in flight at once (one after the other for members that share an array: its
+    message buffers serve one update at a time). On a GPU, the ghost regions that wrap around onto
+    this unit (one unit along a periodic dimension) are filled for all members in one kernel launch
+    (:class:`~hpcsuite.runtime.index_copy.ManyCopy`) instead of one per member; elsewhere the update
+    is that of each member's :class:`Halo`.
 
     Parameters
     ----------
     arrays : sequence of DistArray
-        The arrays (their own blocks are updated; their storage must not move while the group is used).
+        The arrays whose halo plans are used.
+    targets : sequence, optional
+        Per array, None (update the array's own block) or a C-contiguous array of its block's shape
+        and dtype to update instead (as ``Halo.update(target=)``). Blocks and targets must not move
+        while the group is used (the GPU copy keeps their addresses).
     """
 
-    def __init__(self, arrays):
-        self.halos = [a.halo for a in arrays]
-        copies = [h for h in self.halos if h._self_index is not None]
+    def __init__(self, arrays, targets=None):
+        arrays = list(arrays)
+        targets = [None] * len(arrays) if targets is None else list(targets)
+        if len(targets) != len(arrays):
+            raise ValueError(f"HaloGroup: {len(arrays)} arrays but {len(targets)} targets")
+        self.members = [(a.halo, t) for a, t in zip(arrays, targets)]
+        blocks = [a.local_with_halo if t is None else t for a, t in zip(arrays, targets)]
+        for (h, t), b in zip(self.members, blocks):
+            u = h.array.local_with_halo
+            if t is not None and (t.shape != u.shape or t.dtype != u.dtype or not t.flags.c_contiguous):
+                raise ValueError(f"halo update target must be a C-contiguous {u.dtype} array of shape "
+                                 f"{u.shape}, got {t.dtype} {t.shape}")
+        copies = [j for j, (h, _) in enumerate(self.members) if h._self_index is not None]
         self._many, self._grouped = None, set()
-        if len(copies) > 1 and len({h.array.dtype for h in copies}) == 1:
-            many = ManyCopy([h.array.local_with_halo.reshape(-1) for h in copies],
-                            [h._self_index for h in copies])
+        if len(copies) > 1 and len({blocks[j].dtype for j in copies}) == 1:
+            many = ManyCopy([blocks[j].reshape(-1) for j in copies], [self.members[j][0]._self_index for j in copies])
             if many.launches == 1:
-                self._many, self._grouped = many, {id(h) for h in copies}
+                self._many, self._grouped = many, set(copies)
+        self.blocks = blocks
+
+    @property
+    def halos(self) -> list:
+        return [h for h, _ in self.members]
 
     def update_async(self) -> "HaloGroupUpdate":
-        """Start every array's exchange; ``wait()`` on the handle completes them all. Collective over
+        """Start every member's exchange; ``wait()`` on the handle completes them all. Collective over
         the arrays' teams."""
-        pending = [h.update_async(self_copies=id(h) not in self._grouped) for h in self.halos]
+        pending: dict = {}
+        for j, (h, t) in enumerate(self.members):
+            if id(h) in pending:                 # the same array's plan again: finish its last use
+                pending.pop(id(h)).wait()
+            pending[id(h)] = h.update_async(t, self_copies=j not in self._grouped)
         if self._many is not None:               # overlaps with the messages in flight
             self._many.run()
-        return HaloGroupUpdate(pending)
+        return HaloGroupUpdate(list(pending.values()))
 
     def update(self) -> None:
-        """Fill every ghost cell of every array. Collective over the arrays' teams."""
+        """Fill every ghost cell of every member. Collective over the arrays' teams."""
         self.update_async().wait()
 
 

@@ -66,6 +66,24 @@ def test_blocks_tile_the_domain_and_halos_wrap(team):
         a[g.interior] = ref[g.interior]
         ctx.update_halo(a)
         assert np.array_equal(a, ref)
+    # several at once (a field, two work arrays sharing one halo plan, a 2-D one, a non-contiguous
+    # one), twice: the second call reuses the group made by the first
+    refs = {"thl": X[:, None, None] * 1000.0 + Y[None, :, None] + 0.5 * np.arange(nz)}
+    refs["t1"] = refs["thl"] + 0.125
+    refs["t2"] = refs["thl"] - 7.0
+    refs["flat"] = X[:, None] * 10.0 - Y[None, :]
+    refs["strided"] = refs["thl"][:, :, ::-1].copy()
+    arrays = {n: np.full(r.shape, -1.0) for n, r in refs.items() if n != "thl"}
+    arrays["thl"] = ctx.fields["thl"]
+    arrays["strided"] = np.full(refs["strided"].shape[::-1], -1.0).T       # (Fortran order)
+    for call in range(2):
+        for n, a in arrays.items():
+            a[...] = -1.0
+            a[g.interior] = refs[n][g.interior] + call
+        ctx.update_halo(*arrays.values())
+        for n, a in arrays.items():
+            assert np.array_equal(a, refs[n] + call), (call, n)
+    assert len(store._groups) == 1
     with pytest.raises(ValueError, match="does not fit"):
         ctx.update_halo(np.zeros((3, 3, 3)))
     store.free()

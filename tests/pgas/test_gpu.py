@@ -87,6 +87,16 @@ def test_gpu_halo_group_matches_each_arrays_host_halo(team):
         expect = 1 if wraps > 1 else 0
         assert counter["raw:hpc_copy_within_many64"] == expect, dict(counter)
         assert counter["raw:hpc_copy_within64"] == 0, dict(counter)
+    # work arrays updated through one array's plan, twice in one group (its exchanges in turn)
+    inner = tuple(slice(w, w + n) for w, n in zip((2, 1, 0), devs[0].local.shape))
+    works = [cupy.zeros_like(devs[0].local_with_halo) for _ in range(2)]
+    for w, h in zip(works, (hosts[0], hosts[2])):
+        w[inner] = cupy.asarray(h.local_with_halo[inner])
+    pgas.HaloGroup([devs[0], devs[0]], works).update()
+    for w, h in zip(works, (hosts[0], hosts[2])):
+        assert np.array_equal(cupy.asnumpy(w), h.local_with_halo)
+    with pytest.raises(ValueError, match="target must be"):
+        pgas.HaloGroup([devs[0]], [cupy.zeros(3)])
     for a in hosts + devs:
         a.free()
 
