@@ -64,8 +64,9 @@ __device__ void sg_put(double* __restrict__ out, const int into, const int i, co
 extern "C" __global__ void sg_scalar_diffusion(const double* __restrict__ s, const double* __restrict__ kx,
         const double* __restrict__ ky, const double* __restrict__ kz, const double kconst,
         const double* __restrict__ dzf, const double* __restrict__ dzh, const double dx2, const double dy2,
-        const double* __restrict__ fb, const int has_fb, double* __restrict__ out,
-        const int nx, const int ny, const int nz, const int into, const int h, const int nxl, const int nyl)
+        const double* __restrict__ fb, const int has_fb, const double* __restrict__ extra, const int has_extra,
+        double* __restrict__ out, const int nx, const int ny, const int nz, const int into, const int h,
+        const int nxl, const int nyl)
 {
     THREAD_IJK
     if (i >= nx - 2 || j >= ny - 2 || k >= nz) return;
@@ -94,7 +95,8 @@ extern "C" __global__ void sg_scalar_diffusion(const double* __restrict__ s, con
     } else {
         gm = has_fb ? -fb[(long long)(i + 1) * ny + (j + 1)] : 0.0;
     }
-    sg_put(out, into, i, j, k, ny, nz, h, nxl, nyl, 0, t + (gp - gm) / dzf[k]);
+    const double d = t + (gp - gm) / dzf[k];
+    sg_put(out, into, i, j, k, ny, nz, h, nxl, nyl, 0, has_extra ? d + extra[IX3(i + 1, j + 1, k, ny, nz)] : d);
 }
 
 // fused._edges: suv (nx, ny, nz), suw and svw (nx, ny, nz-1) on the core; w has nz + 1 levels
@@ -123,10 +125,11 @@ extern "C" __global__ void sg_edges(const double* __restrict__ u, const double* 
 }
 
 // an edge sum on vertical face f = 0 .. nz: the surface value, the inner faces, zero at the lid
-__device__ double sg_zface(const double* __restrict__ sz, const double* __restrict__ s0, const int i,
-        const int j, const int f, const int ny, const int nz)
+// (s0 divided by den at the surface when den is given: subgrid._surface_shear's flux / scale)
+__device__ double sg_zface(const double* __restrict__ sz, const double* __restrict__ s0,
+        const double* __restrict__ den, const int i, const int j, const int f, const int ny, const int nz)
 {
-    if (f == 0) return s0[(long long)i * ny + j];
+    if (f == 0) return den ? s0[(long long)i * ny + j] / den[(long long)i * ny + j] : s0[(long long)i * ny + j];
     if (f == nz) return 0.0;
     return sz[IX3(i, j, f - 1, ny, nz - 1)];
 }
@@ -135,11 +138,13 @@ __device__ double sg_zface(const double* __restrict__ sz, const double* __restri
 extern "C" __global__ void sg_strain2(const double* __restrict__ u, const double* __restrict__ v,
         const double* __restrict__ w, const double* __restrict__ suv, const double* __restrict__ suw,
         const double* __restrict__ svw, const double* __restrict__ s0u, const double* __restrict__ s0v,
+        const double* __restrict__ s0den, const int has_den,
         const double* __restrict__ dzf, const double dx, const double dy, double* __restrict__ out,
         const int nx, const int ny, const int nz)
 {
     THREAD_IJK
     const int bi = i, bj = j, nw = nz + 1;
+    const double* den = has_den ? s0den : (const double*)0;
     if (bi >= nx || bj >= ny || k >= nz) return;
     if (bi == 0 || bj == 0 || bi == nx - 1 || bj == ny - 1) { out[IX3(bi, bj, k, ny, nz)] = 0.0; return; }
     const double a = (u[IX3(bi + 1, bj, k, ny, nz)] - u[IX3(bi, bj, k, ny, nz)]) / dx;
@@ -149,11 +154,11 @@ extern "C" __global__ void sg_strain2(const double* __restrict__ u, const double
     double p = suv[IX3(bi, bj, k, ny, nz)], q = suv[IX3(bi, bj + 1, k, ny, nz)];
     double r = suv[IX3(bi + 1, bj, k, ny, nz)], s = suv[IX3(bi + 1, bj + 1, k, ny, nz)];
     s2 = s2 + 0.125 * (p * p + q * q + r * r + s * s);
-    p = sg_zface(suw, s0u, bi, bj, k, ny, nz); q = sg_zface(suw, s0u, bi, bj, k + 1, ny, nz);
-    r = sg_zface(suw, s0u, bi + 1, bj, k, ny, nz); s = sg_zface(suw, s0u, bi + 1, bj, k + 1, ny, nz);
+    p = sg_zface(suw, s0u, den, bi, bj, k, ny, nz); q = sg_zface(suw, s0u, den, bi, bj, k + 1, ny, nz);
+    r = sg_zface(suw, s0u, den, bi + 1, bj, k, ny, nz); s = sg_zface(suw, s0u, den, bi + 1, bj, k + 1, ny, nz);
     s2 = s2 + 0.125 * (p * p + q * q + r * r + s * s);
-    p = sg_zface(svw, s0v, bi, bj, k, ny, nz); q = sg_zface(svw, s0v, bi, bj, k + 1, ny, nz);
-    r = sg_zface(svw, s0v, bi, bj + 1, k, ny, nz); s = sg_zface(svw, s0v, bi, bj + 1, k + 1, ny, nz);
+    p = sg_zface(svw, s0v, den, bi, bj, k, ny, nz); q = sg_zface(svw, s0v, den, bi, bj, k + 1, ny, nz);
+    r = sg_zface(svw, s0v, den, bi, bj + 1, k, ny, nz); s = sg_zface(svw, s0v, den, bi, bj + 1, k + 1, ny, nz);
     out[IX3(bi, bj, k, ny, nz)] = s2 + 0.125 * (p * p + q * q + r * r + s * s);
 }
 
@@ -162,7 +167,8 @@ __device__ double sg_min(const double a, const double b) { return a <= b ? a : b
 
 // fused._tke_closure: every output (nx, ny, nz)
 extern "C" __global__ void sg_tke_closure(const double* __restrict__ e12f, const double* __restrict__ thv,
-        const double* __restrict__ zf, const double* __restrict__ grav_thvf, const double* __restrict__ delta,
+        const double* __restrict__ zf, const double* __restrict__ grav_thvf, const double grav,
+        const int divide, const double* __restrict__ delta,
         const double cm, const double cn, const double ch1, const double ch2, const double e12min,
         const double ekmin, double* __restrict__ ekm, double* __restrict__ ekh, double* __restrict__ zlt,
         double* __restrict__ e12, double* __restrict__ n2, const int nx, const int ny, const int nz)
@@ -175,7 +181,7 @@ extern "C" __global__ void sg_tke_closure(const double* __restrict__ e12f, const
     if (k == 0)           d = (thv[col + 1] - thv[col]) / (zf[1] - zf[0]);
     else if (k == nz - 1) d = (thv[col + nz - 1] - thv[col + nz - 2]) / (zf[nz - 1] - zf[nz - 2]);
     else                  d = (thv[p + 1] - thv[p - 1]) / (zf[k + 1] - zf[k - 1]);
-    const double nn = grav_thvf[k] * d;
+    const double nn = (divide ? grav / grav_thvf[k] : grav_thvf[k]) * d;    // (divide: the array is thv_ref)
     double zl;
     if (nn > 0) zl = sg_min(delta[k], cn * e / sqrt(sg_max(nn, 1e-30)));
     else        zl = delta[k] + 0.0 * e;
@@ -329,19 +335,23 @@ def face_diffusivities(K, dzf, dzh):
     return kx, ky, kz
 
 
-def scalar_diffusion(s, kx, ky, kz, dzf, dzh, dx2: float, dy2: float, flux_bottom=None, into=None):
+def scalar_diffusion(s, kx, ky, kz, dzf, dzh, dx2: float, dy2: float, flux_bottom=None, into=None, extra=None):
     """The core-shaped tendency of :func:`fused.scalar_diffusion` on the GPU (``kx`` a float: one
     diffusivity for every face). ``into = (tend, h, nxl, nyl)``: add it to the interior of the
-    tendency block instead (as ``subgrid._add_interior``) and return None."""
+    tendency block instead (as ``subgrid._add_interior``) and return None. ``extra``: a C-contiguous
+    block array (the shape of ``s``) whose core is added to the tendency first."""
     import cupy as xp
     nx, ny, nz = s.shape
     out = xp.empty((nx - 2, ny - 2, nz)) if into is None else into[0]
     const = isinstance(kx, float)
     dummy = _dummy()
     fb, has_fb = _flat2(xp, flux_bottom, (nx, ny))
+    if extra is not None and (tuple(extra.shape) != tuple(s.shape) or not extra.flags.c_contiguous):
+        raise ValueError(f"gpusubgrid: an extra tendency of shape {tuple(extra.shape)} for a block of {tuple(s.shape)}")
     _launch("sg_scalar_diffusion", nx - 2, ny - 2, nz,
             (s, dummy if const else kx, dummy if const else ky, dummy if const else kz,
-             np.float64(kx if const else -1.0), dzf, dzh, *_f(dx2, dy2), fb, has_fb, out, *_i(nx, ny, nz),
+             np.float64(kx if const else -1.0), dzf, dzh, *_f(dx2, dy2), fb, has_fb,
+             dummy if extra is None else extra, np.int32(extra is not None), out, *_i(nx, ny, nz),
              *_into(into)))
     return out if into is None else None
 
@@ -362,24 +372,28 @@ def edges(u, v, w, dzh, dx: float, dy: float):
     return suv, suw, svw
 
 
-def strain2(u, v, w, edges, shear_uw, shear_vw, dzf, dx: float, dy: float):
-    """``S_ij S_ij`` of :func:`fused.strain2` on the GPU (zero rim)."""
+def strain2(u, v, w, edges, shear_uw, shear_vw, dzf, dx: float, dy: float, scale=None):
+    """``S_ij S_ij`` of :func:`fused.strain2` on the GPU (zero rim). With ``scale`` (a 2-D array of
+    the block's shape) the surface shears are ``shear_uw / scale`` and ``shear_vw / scale``, divided
+    in the kernel (two launches fewer than dividing first)."""
     import cupy as xp
     nx, ny, nz = u.shape
     out = xp.empty(u.shape)                            # the kernel writes the zero rim too
     suv, suw, svw = edges
-    (s0u, _), (s0v, _) = (_flat2(xp, a, (nx, ny)) for a in (shear_uw, shear_vw))
-    _launch("sg_strain2", nx, ny, nz, (u, v, w, suv, suw, svw, s0u, s0v, dzf, *_f(dx, dy), out,
+    (s0u, _), (s0v, _), (den, has_den) = (_flat2(xp, a, (nx, ny)) for a in (shear_uw, shear_vw, scale))
+    _launch("sg_strain2", nx, ny, nz, (u, v, w, suv, suw, svw, s0u, s0v, den, has_den, dzf, *_f(dx, dy), out,
                                                *_i(nx, ny, nz)))
     return out
 
 
-def tke_closure(e12f, thv, zf, grav_thvf, delta, cm, cn, ch1, ch2, e12min, ekmin):
-    """``(ekm, ekh, zlt, e12, n2)`` of :func:`fused.tke_closure` on the GPU."""
+def tke_closure(e12f, thv, zf, grav_thvf, delta, cm, cn, ch1, ch2, e12min, ekmin, grav=None):
+    """``(ekm, ekh, zlt, e12, n2)`` of :func:`fused.tke_closure` on the GPU. With ``grav``, the
+    fourth argument is ``thv_ref`` and the kernel uses ``grav / thv_ref`` (one launch fewer)."""
     import cupy as xp
     nx, ny, nz = e12f.shape
     out = [xp.empty(e12f.shape) for _ in range(5)]
-    _launch("sg_tke_closure", nx, ny, nz, (e12f, thv, zf, grav_thvf, delta, *_f(cm, cn, ch1, ch2, e12min, ekmin),
+    _launch("sg_tke_closure", nx, ny, nz, (e12f, thv, zf, grav_thvf, np.float64(grav or 0.0), np.int32(grav is not None),
+                                           delta, *_f(cm, cn, ch1, ch2, e12min, ekmin),
                                            *out, *_i(nx, ny, nz)))
     return tuple(out)
 

@@ -148,16 +148,25 @@ class ScalarDiffusion:
                                (dzf[1:] * kc[..., :-1] + dzf[:-1] * kc[..., 1:]) / (2.0 * dzh[1:-1]))
         return self._faces
 
-    def add_into(self, ctx, name: str, flux_bottom=None) -> None:
+    def add_into(self, ctx, name: str, flux_bottom=None, extra=None) -> bool:
         """Add the tendency of field ``name`` to the interior of ``ctx.tend[name]`` (on a GPU by the
-        diffusion kernel itself: one launch, not two). Local."""
+        diffusion kernel itself: one launch, not two). Local.
+
+        ``extra``: a block array whose core is added to the tendency before it goes into
+        ``ctx.tend`` (``tend += diffusion + extra``); only the CUDA kernel takes it: without it,
+        nothing is added and False is returned (the caller adds both). True when added.
+        """
         s, t, geo, g = ctx.fields[name], ctx.tend[name], self.geo, ctx.grid
         kx, ky, kz = self.faces
-        if _gpu(s, t, geo.dzf, geo.dzh) and (isinstance(kx, float) or _gpu(kx, ky, kz)):
+        if _gpu(s, t, geo.dzf, geo.dzh) and (isinstance(kx, float) or _gpu(kx, ky, kz)) \
+                and (extra is None or _gpu(extra)):
             gpusubgrid.scalar_diffusion(s, kx, ky, kz, geo.dzf, geo.dzh, geo.dx ** 2, geo.dy ** 2, flux_bottom,
-                                        into=(t, g.h, g.nxl, g.nyl))
-            return
+                                        into=(t, g.h, g.nxl, g.nyl), extra=extra)
+            return True
+        if extra is not None:
+            return False
         _add_interior(ctx, name, self(s, flux_bottom))
+        return True
 
     def __call__(self, s, flux_bottom=None):
         """Core-shaped tendency of ``s``; ``flux_bottom`` a 2-D block array of the kinematic surface
@@ -219,17 +228,25 @@ def _edges(xp, u, v, w, geo):
     return suv, suw, svw
 
 
-def _surface_shear(ctx, geo, key_flux, like):
-    """dU/dz at the surface on u (or v) points: -uw / (u* kappa z1); zero without u*."""
-    xp = ctx.xp
+def _surface_shear_parts(ctx, geo, key_flux):
+    """``(flux, scale)`` with ``flux / scale`` the surface shear of :func:`_surface_shear`, or None
+    without a flux or u*."""
     flux, ustar = _surface(ctx, key_flux), _surface(ctx, "ustar")
     if flux is None or ustar is None:
-        return xp.zeros_like(like[..., :1])
+        return None
     # the denominator only changes with the u* field (a constant one is the same object every
     # call); negating it instead of the flux gives the same bits (IEEE division is sign-symmetric)
     if geo.shear_scale is None or geo.shear_scale[0] is not ustar:
-        geo.shear_scale = (ustar, -(xp.maximum(ustar, 1e-10) * KARMAN * geo.zf[0]))
-    return (flux / geo.shear_scale[1])[..., None]
+        geo.shear_scale = (ustar, -(ctx.xp.maximum(ustar, 1e-10) * KARMAN * geo.zf[0]))
+    return flux, geo.shear_scale[1]
+
+
+def _surface_shear(ctx, geo, key_flux, like):
+    """dU/dz at the surface on u (or v) points: -uw / (u* kappa z1); zero without u*."""
+    parts = _surface_shear_parts(ctx, geo, key_flux)
+    if parts is None:
+        return ctx.xp.zeros_like(like[..., :1])
+    return (parts[0] / parts[1])[..., None]
 
 
 def strain2(ctx, geo, edges):
@@ -240,6 +257,10 @@ def strain2(ctx, geo, edges):
         shear = [_surface_shear(ctx, geo, key, u)[..., 0] for key in ("uw", "vw")]
         return fused.strain2(u, v, w, edges, shear[0], shear[1], geo.dzf, geo.dx, geo.dy)
     if _gpu(u, v, w, geo.dzf, *edges):
+        parts = [_surface_shear_parts(ctx, geo, key) for key in ("uw", "vw")]
+        if all(p is not None for p in parts) and parts[0][1] is parts[1][1]:     # (one u* scale)
+            return gpusubgrid.strain2(u, v, w, edges, parts[0][0], parts[1][0], geo.dzf, geo.dx, geo.dy,
+                                      scale=parts[0][1])              # (the kernel divides)
         shear = [_surface_shear(ctx, geo, key, u)[..., 0] for key in ("uw", "vw")]
         return gpusubgrid.strain2(u, v, w, edges, shear[0], shear[1], geo.dzf, geo.dx, geo.dy)
     suv, suw, svw = edges
@@ -441,6 +462,11 @@ class SubgridTKE:
         elif _gpu(ctx.fields["e12"], thv, geo.zf, geo.delta) and thv.shape[-1] >= 2 \
                 and (isinstance(thvf, float) or _gpu(thvf)):
             one_pass = gpusubgrid.tke_closure             # (CUDA)
+        if one_pass is gpusubgrid.tke_closure and not isinstance(thvf, float):
+            # (the kernel divides g by thv_ref itself: one launch fewer per call)
+            ekm, ekh, zlt, e12, n2 = one_pass(ctx.fields["e12"], thv, geo.zf, thvf, geo.delta, self.cm,
+                                              self.cn, self.ch1, self.ch2, E12MIN, EKMIN, grav=_GRAV)
+            return ekm, ekh, zlt, e12, n2, thvf
         if one_pass is not None:
             grav_thvf = _GRAV / (xp.full(thv.shape[-1], thvf) if isinstance(thvf, float) else thvf)
             ekm, ekh, zlt, e12, n2 = one_pass(ctx.fields["e12"], thv, geo.zf, grav_thvf, geo.delta, self.cm,
@@ -481,5 +507,6 @@ class SubgridTKE:
                 shear, buoy, diss = self.sources(ctx, geo, ekm, ekh, zlt, e12, n2, s2)
                 total = shear + buoy + diss
             ctx.diag["tke_budget"] = {"shear": shear, "buoyancy": buoy, "dissipation": diss}
-            t = diffuse_scalar(xp, f["e12"], 2.0 * ekm, geo, None) + _c(total)
-            _add_interior(ctx, "e12", t)
+            op = ScalarDiffusion(xp, 2.0 * ekm, geo)
+            if not op.add_into(ctx, "e12", None, extra=total):      # (CUDA: diffusion + sources in one launch)
+                _add_interior(ctx, "e12", op(f["e12"]) + _c(total))
