@@ -210,5 +210,28 @@ class Advection:
         return self.schemes.get(name, self.default)
 
     def __call__(self, ctx) -> None:
+        together = _scalars_in_one_launch(ctx, [n for n in ctx.fields if n not in ("u", "v", "w")], self.scheme)
         for name in ctx.fields:
-            advect(ctx, name, self.scheme(name))
+            if name not in together:
+                advect(ctx, name, self.scheme(name))
+        if together:
+            zg, g = ctx.zgrid, ctx.grid
+            Vx, Vy, Vz = face_velocities(ctx, together[0])           # (views of u, v, w)
+            gpukernels.advect_many_into([ctx.tend[n] for n in together], [ctx.fields[n] for n in together],
+                                        Vx, Vy, Vz, g.h, [self.scheme(n) for n in together], g.dx, g.dy,
+                                        (1, g.nz), 0, (zg.wlo, zg.whi), zg.rdzf, (0, g.nz))
+
+
+def _scalars_in_one_launch(ctx, names, scheme) -> list:
+    """The scalar fields among ``names`` that one CUDA launch advects together (those whose
+    :func:`advect` would launch ``gpukernels.advect_into`` with arrays of the same strides), or []
+    (fewer than two, or not on a GPU): the same operations as field by field."""
+    zg, nz = ctx.zgrid, ctx.grid.nz
+    if len(names) < 2 or nz < 2:
+        return []
+    f, t = ctx.fields, ctx.tend
+    Vx, Vy, Vz = face_velocities(ctx, names[0])
+    ok = [n for n in names if n in t and scheme(n) in SCHEMES
+          and _fused_kernel(scheme(n), f[n], t[n], Vx, Vy, Vz, zg.rdzf, zg.wlo, zg.whi) is gpukernels.advect_into
+          and f[n].strides == f[names[0]].strides and t[n].strides == t[names[0]].strides]
+    return ok if len(ok) >= 2 else []

@@ -98,20 +98,16 @@ __device__ double les_vflux(const double* __restrict__ phi, const long long ps0,
     return vf * (0.5 * (pm1 + p0));
 }
 
-extern "C" __global__ void les_advect(double* __restrict__ tend, const double* __restrict__ phi,
+// the advective tendency of one cell (interior index i, j; level k), added to tend
+__device__ void les_advect_cell(double* __restrict__ tend, const double* __restrict__ phi,
         const double* __restrict__ Vx, const double* __restrict__ Vy, const double* __restrict__ Vz,
         const double* __restrict__ wm, const double* __restrict__ wp, const double* __restrict__ rd,
         const long long ts0, const long long ts1, const long long ps0, const long long ps1,
         const long long xs0, const long long xs1, const long long ys0, const long long ys1,
         const long long zs0, const long long zs1,
-        const int h, const int nxl, const int nyl, const int npts, const int k_lo, const int k_hi,
-        const int f_lo, const int f_hi, const int voff, const int fifth, const int weighted,
-        const double dx, const double dy)
+        const int h, const int npts, const int f_lo, const int f_hi, const int voff, const int fifth,
+        const int weighted, const double dx, const double dy, const int i, const int j, const int k)
 {
-    const int k = k_lo + (int)(blockIdx.x * blockDim.x + threadIdx.x);
-    const int j = blockIdx.y * blockDim.y + threadIdx.y;
-    const int i = blockIdx.z * blockDim.z + threadIdx.z;
-    if (i >= nxl || j >= nyl || k >= k_hi) return;
     const int bi = h + i, bj = h + j;
     double vl = Vx[(long long)i * xs0 + (long long)j * xs1 + k];
     double fl = vl * les_hface(phi, ps0, ps1, 0, bi, bj, k, fifth, vl);
@@ -127,6 +123,46 @@ extern "C" __global__ void les_advect(double* __restrict__ tend, const double* _
     const double fp = les_vflux(phi, ps0, ps1, Vz, zs0, zs1, wm, wp, weighted, bi, bj, i, j, k + 1, f_lo, f_hi, voff, npts, fifth);
     const double tz = -(fp - fm) * rd[k];
     tend[(long long)bi * ts0 + (long long)bj * ts1 + k] += (tx + ty) + tz;
+}
+
+extern "C" __global__ void les_advect(double* __restrict__ tend, const double* __restrict__ phi,
+        const double* __restrict__ Vx, const double* __restrict__ Vy, const double* __restrict__ Vz,
+        const double* __restrict__ wm, const double* __restrict__ wp, const double* __restrict__ rd,
+        const long long ts0, const long long ts1, const long long ps0, const long long ps1,
+        const long long xs0, const long long xs1, const long long ys0, const long long ys1,
+        const long long zs0, const long long zs1,
+        const int h, const int nxl, const int nyl, const int npts, const int k_lo, const int k_hi,
+        const int f_lo, const int f_hi, const int voff, const int fifth, const int weighted,
+        const double dx, const double dy)
+{
+    const int k = k_lo + (int)(blockIdx.x * blockDim.x + threadIdx.x);
+    const int j = blockIdx.y * blockDim.y + threadIdx.y;
+    const int i = blockIdx.z * blockDim.z + threadIdx.z;
+    if (i >= nxl || j >= nyl || k >= k_hi) return;
+    les_advect_cell(tend, phi, Vx, Vy, Vz, wm, wp, rd, ts0, ts1, ps0, ps1, xs0, xs1, ys0, ys1, zs0, zs1,
+                    h, npts, f_lo, f_hi, voff, fifth, weighted, dx, dy, i, j, k);
+}
+
+// les_advect for several fields with the same face velocities (the scalars), in one launch: field
+// f's tendency and values from address tables, its scheme from fifths[f]; block layer z is field
+// z / nxl, x index z % nxl (blockDim.z 1); every field's arrays have the strides given
+extern "C" __global__ void les_advect_many(const long long* __restrict__ tends, const long long* __restrict__ phis,
+        const int* __restrict__ fifths, const int nfields,
+        const double* __restrict__ Vx, const double* __restrict__ Vy, const double* __restrict__ Vz,
+        const double* __restrict__ wm, const double* __restrict__ wp, const double* __restrict__ rd,
+        const long long ts0, const long long ts1, const long long ps0, const long long ps1,
+        const long long xs0, const long long xs1, const long long ys0, const long long ys1,
+        const long long zs0, const long long zs1,
+        const int h, const int nxl, const int nyl, const int npts, const int k_lo, const int k_hi,
+        const int f_lo, const int f_hi, const int voff, const int weighted, const double dx, const double dy)
+{
+    const int f = blockIdx.z / nxl;
+    const int i = blockIdx.z % nxl;
+    const int k = k_lo + (int)(blockIdx.x * blockDim.x + threadIdx.x);
+    const int j = blockIdx.y * blockDim.y + threadIdx.y;
+    if (f >= nfields || j >= nyl || k >= k_hi) return;
+    les_advect_cell((double*)tends[f], (const double*)phis[f], Vx, Vy, Vz, wm, wp, rd, ts0, ts1, ps0, ps1,
+                    xs0, xs1, ys0, ys1, zs0, zs1, h, npts, f_lo, f_hi, voff, fifths[f], weighted, dx, dy, i, j, k);
 }
 
 // Bolton (1980) saturation vapour pressure and its temperature derivative, as thermo.py
@@ -476,6 +512,59 @@ def advect_into(tend, phi, Vx, Vy, Vz, h: int, scheme: str, dx: float, dy: float
         tend, phi, Vx, Vy, Vz, wm, wp, rd, *st(tend), *st(phi), *st(Vx), *st(Vy), *st(Vz),
         i32(h), i32(nxl), i32(nyl), i32(phi.shape[2]), i32(k_lo), i32(k_hi), i32(faces[0]), i32(faces[1]),
         i32(voff), i32(scheme == "5th"), i32(weights is not None), np.float64(dx), np.float64(dy)))
+
+
+class _Tables:
+    """Device tables (addresses, flags) made once per set of arrays: a kernel over several fields
+    then costs one launch and no host-to-device copy per call. Keeps the arrays alive (few sets)."""
+
+    KEPT = 16
+
+    def __init__(self):
+        self._made: dict = {}
+
+    def get(self, arrays, flags):
+        import cupy
+        key = (tuple(id(a) for a in arrays), tuple(flags))
+        kept = self._made.get(key)
+        if kept is None or any(k is not a for k, a in zip(kept[0], arrays)):      # (an id reused)
+            tables = (cupy.asarray([a.data.ptr for a in arrays], dtype=cupy.int64),
+                      cupy.asarray(list(flags), dtype=cupy.int32))
+            kept = self._made[key] = (tuple(arrays), tables)
+            while len(self._made) > self.KEPT:
+                self._made.pop(next(iter(self._made)))
+        return kept[1]
+
+
+_advect_tables = (_Tables(), _Tables())      # tendencies, fields
+
+
+def advect_many_into(tends, phis, Vx, Vy, Vz, h: int, schemes, dx: float, dy: float, faces, voff: int,
+                     weights, rd, levels) -> None:
+    """:func:`advect_into` of several fields advected by the same face velocities (the scalars), in
+    one launch. ``tends``, ``phis``: sequences of arrays, each with the strides of the first of its
+    kind; ``schemes``: each field's scheme."""
+    if not tends:
+        return
+    if len(tends) != len(phis) or len(schemes) != len(tends):
+        raise ValueError("advect_many_into: one tendency, field and scheme each")
+    if any(t.strides != tends[0].strides for t in tends) or any(p.strides != phis[0].strides for p in phis):
+        raise ValueError("advect_many_into: the fields (and the tendencies) must share their strides")
+    nxl, nyl = int(Vy.shape[0]), int(Vx.shape[1])
+    k_lo, k_hi = (int(x) for x in levels)
+    if nxl == 0 or nyl == 0 or k_hi <= k_lo:
+        return
+    tt, fifths = _advect_tables[0].get(tends, [s == "5th" for s in schemes])
+    pt, _ = _advect_tables[1].get(phis, ())
+    wm, wp = weights if weights is not None else (rd, rd)
+    st = lambda a: (np.int64(a.strides[0] // 8), np.int64(a.strides[1] // 8))  # noqa: E731
+    bx, by, _ = ADVECT_BLOCK
+    grid = (-(-(k_hi - k_lo) // bx), -(-nyl // by), nxl * len(tends))
+    i32 = np.int32
+    _kernel("les_advect_many")(grid, ADVECT_BLOCK, (
+        tt, pt, fifths, i32(len(tends)), Vx, Vy, Vz, wm, wp, rd, *st(tends[0]), *st(phis[0]), *st(Vx), *st(Vy),
+        *st(Vz), i32(h), i32(nxl), i32(nyl), i32(phis[0].shape[2]), i32(k_lo), i32(k_hi), i32(faces[0]),
+        i32(faces[1]), i32(voff), i32(weights is not None), np.float64(dx), np.float64(dy)))
 
 
 def _launch3(name: str, ni: int, nj: int, nk: int, args) -> None:

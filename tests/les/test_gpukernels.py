@@ -171,22 +171,27 @@ def _assert_same(a, b, name):
 
 
 @pytest.mark.mpi
-@pytest.mark.parametrize("scheme,stretched", [("2nd", False), ("5th", False), ("5th", True)],
-                         ids=["2nd-uniform", "5th-uniform", "5th-stretched"])
+@pytest.mark.parametrize("scheme,stretched", [("2nd", False), ("5th", False), ("5th", True), ("mixed", True)],
+                         ids=["2nd-uniform", "5th-uniform", "5th-stretched", "mixed-stretched"])
 def test_cuda_advection_kernel_is_bit_identical_to_the_array_api_source(team, monkeypatch, scheme, stretched):
     """The advective tendency of every field (u, v, w, scalars; the vertical 5th-order stencil
     falling back to 3rd and to the stretched 2nd order at the ends) from one stirred state, with
-    the kernel and with the array-API source, equal to the last bit, at any rank count."""
+    the kernels and with the array-API source, equal to the last bit, at any rank count. The
+    scalars go through one launch together (``mixed``: a different scheme per field)."""
     from hpcsuite.les import gpukernels
     from hpcsuite.les.advection import Advection
-    m = _stirred_gpu_model(team, monkeypatch, scheme, stretched)
-    calls = []
-    real = gpukernels.advect_into
+    m = _stirred_gpu_model(team, monkeypatch, "2nd" if scheme == "mixed" else scheme, stretched)
+    calls, together = [], []
+    real, real_many = gpukernels.advect_into, gpukernels.advect_many_into
     monkeypatch.setattr(gpukernels, "advect_into", lambda *a: calls.append(1) or real(*a))
+    monkeypatch.setattr(gpukernels, "advect_many_into", lambda *a: together.append(len(a[0])) or real_many(*a))
     ctx = m.ctx
-    out = _with_and_without_kernels(monkeypatch, ctx, Advection(default=scheme))
+    term = Advection({"thl": "5th", "u": "5th"}) if scheme == "mixed" else Advection(default=scheme)
+    out = _with_and_without_kernels(monkeypatch, ctx, term)
     m.free()
-    assert len(calls) == len(ctx.fields)       # every field through the kernel, once
+    scalars = [n for n in ctx.fields if n not in "uvw"]
+    assert len(scalars) >= 2 and together == [len(scalars)]      # the scalars in one launch
+    assert len(calls) == 3                     # u, v, w through the kernel, once each
     for n in out[True]:
         assert np.abs(out[False][n]).max() > 0, n
         assert np.array_equal(out[True][n], out[False][n]), (n, np.abs(out[True][n] - out[False][n]).max())
