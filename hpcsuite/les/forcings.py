@@ -110,9 +110,18 @@ class Subsidence:
             from .state import zgrid_on
             zg = ctx.zgrid = zgrid_on(ctx.grid, xp)
         names = self.names or tuple(n for n in ctx.fields if n in ("thl", "qt") or n.startswith("sv"))
+        names = [n for n in names if n in ctx.fields and n in ctx.tend]
         I, J, E = _interior(ctx)
+        g = ctx.grid
+        together = [n for n in names if gpukernels.usable(ctx.fields[n], ctx.tend[n], wls, zg.dzh)
+                    and wls.shape == (g.nz,) and ctx.fields[n].shape == ctx.tend[n].shape]
+        if len(together) < 2 or len({ctx.fields[n].shape for n in together}) > 1:
+            together = []
+        if together:                             # (CUDA: every such field in one launch)
+            gpukernels.subsidence_many([ctx.fields[n] for n in together], [ctx.tend[n] for n in together],
+                                       ctx.h, g.nxl, g.nyl, wls, zg.dzh)
         for name in names:
-            if name not in ctx.fields or name not in ctx.tend:
+            if name in together:
                 continue
             if fused.ENABLED and all(isinstance(a, np.ndarray) for a in (ctx.fields[name], ctx.tend[name], wls)):
                 # the same operations in one pass
@@ -137,7 +146,13 @@ class PrescribedTendencies:
 
     def __call__(self, ctx) -> None:
         I, J, E = _interior(ctx)
-        for name, key in self.PAIRS:
-            prof = ctx.profiles.get(key)
-            if prof is not None and name in ctx.tend:
-                add_at(ctx.tend[name], (I, J, E), prof)
+        pairs = [(name, ctx.profiles[key]) for name, key in self.PAIRS
+                 if ctx.profiles.get(key) is not None and name in ctx.tend]
+        nz = ctx.grid.nz
+        if len(pairs) >= 2 and all(gpukernels.usable(ctx.tend[n], p) and p.shape == (nz,)
+                                   and ctx.tend[n].shape == ctx.tend[pairs[0][0]].shape for n, p in pairs):
+            g = ctx.grid                         # (CUDA: both in one launch, the same additions)
+            gpukernels.add_profiles_many([ctx.tend[n] for n, _ in pairs], [p for _, p in pairs], ctx.h, g.nxl, g.nyl)
+            return
+        for name, prof in pairs:
+            add_at(ctx.tend[name], (I, J, E), prof)

@@ -377,6 +377,14 @@ extern "C" __global__ void les_surface_momentum(const double* __restrict__ u, co
 #undef L0
 }
 
+__device__ void les_subsidence_at(const double* __restrict__ s, double* __restrict__ t,
+        const double* __restrict__ wls, const double* __restrict__ dzh, const long long p, const int k, const int nz)
+{
+    const double up = k + 1 < nz ? (s[p + 1] - s[p]) / dzh[k + 1] : 0.0;
+    const double down = k > 0 ? (s[p] - s[p - 1]) / dzh[k] : 0.0;
+    t[p] -= wls[k] < 0 ? wls[k] * up : wls[k] * down;
+}
+
 extern "C" __global__ void les_subsidence(const double* __restrict__ s, double* __restrict__ t, const int h,
         const int nxl, const int nyl, const double* __restrict__ wls, const double* __restrict__ dzh,
         const int ny, const int nz)
@@ -385,10 +393,33 @@ extern "C" __global__ void les_subsidence(const double* __restrict__ s, double* 
     const int j = h + (int)(blockIdx.y * blockDim.y + threadIdx.y);
     const int i = h + (int)(blockIdx.z * blockDim.z + threadIdx.z);
     if (i >= h + nxl || j >= h + nyl || k >= nz) return;
-    const long long p = B3(i, j, k, ny, nz);
-    const double up = k + 1 < nz ? (s[p + 1] - s[p]) / dzh[k + 1] : 0.0;
-    const double down = k > 0 ? (s[p] - s[p - 1]) / dzh[k] : 0.0;
-    t[p] -= wls[k] < 0 ? wls[k] * up : wls[k] * down;
+    les_subsidence_at(s, t, wls, dzh, B3(i, j, k, ny, nz), k, nz);
+}
+
+// les_subsidence of several fields (address tables), and the prescribed tendencies of several
+// fields (profiles added level by level), in one launch each; block layer z is field z / nxl,
+// x index h + z % nxl (blockDim.z 1)
+extern "C" __global__ void les_subsidence_many(const long long* __restrict__ ss, const long long* __restrict__ ts,
+        const int nfields, const int h, const int nxl, const int nyl, const double* __restrict__ wls,
+        const double* __restrict__ dzh, const int ny, const int nz)
+{
+    const int f = blockIdx.z / nxl;
+    const int i = h + (int)(blockIdx.z % nxl);
+    const int k = blockIdx.x * blockDim.x + threadIdx.x;
+    const int j = h + (int)(blockIdx.y * blockDim.y + threadIdx.y);
+    if (f >= nfields || j >= h + nyl || k >= nz) return;
+    les_subsidence_at((const double*)ss[f], (double*)ts[f], wls, dzh, B3(i, j, k, ny, nz), k, nz);
+}
+
+extern "C" __global__ void les_add_profiles_many(const long long* __restrict__ ts, const long long* __restrict__ profs,
+        const int nfields, const int h, const int nxl, const int nyl, const int ny, const int nz)
+{
+    const int f = blockIdx.z / nxl;
+    const int i = h + (int)(blockIdx.z % nxl);
+    const int k = blockIdx.x * blockDim.x + threadIdx.x;
+    const int j = h + (int)(blockIdx.y * blockDim.y + threadIdx.y);
+    if (f >= nfields || j >= h + nyl || k >= nz) return;
+    ((double*)ts[f])[B3(i, j, k, ny, nz)] += ((const double*)profs[f])[k];
 }
 
 // (with zero_w_ends, w is read as zero at the surface and the lid, whatever is stored there)
@@ -454,24 +485,36 @@ def usable(*arrays, strided: bool = False) -> bool:
     CuPy array (the CuPy stand-in's arrays count: tests), C-contiguous, or with ``strided`` any
     view whose last axis is contiguous and whose strides are non-negative, and the kernels compiled
     (if NVRTC refuses them, the array-API source runs, with one warning)."""
+    # (about a hundred calls per step: kept cheap, as the launches it decides about)
     if not fused.ENABLED:
         return False
     for a in arrays:
-        if type(a).__module__.split(".")[0] != "cupy" or a.dtype != np.float64:
+        t = type(a)
+        on_cupy = _CUPY_TYPES.get(t)
+        if on_cupy is None:
+            on_cupy = _CUPY_TYPES[t] = t.__module__.split(".")[0] == "cupy"
+        if not on_cupy or a.dtype.char != "d":
             return False
         if strided and a.ndim:
             if a.strides[-1] != 8 or any(s < 0 or s % 8 for s in a.strides):
                 return False
         elif not a.flags.c_contiguous:
             return False
-    return _compiled()
+    return _COMPILED[0] if _COMPILED else _compiled()
+
+
+_CUPY_TYPES: dict = {}      # type -> whether it is a CuPy array type (the stand-in's included)
+_COMPILED: list = []        # [True] once both modules compiled (then not asked again)
 
 
 def _compiled() -> bool:
     """Whether both CUDA modules (this one's and ``gpusubgrid``'s) compile: see ``runtime.optional``."""
     from . import gpusubgrid
-    return optional.compiles("hpcsuite.les", lambda: (_module(), gpusubgrid._module()),
-                             "the GPU runs the array-API source")
+    ok = optional.compiles("hpcsuite.les", lambda: (_module(), gpusubgrid._module()),
+                           "the GPU runs the array-API source")
+    if ok:
+        _COMPILED.append(True)
+    return ok
 
 
 def _grid(n: int) -> tuple[tuple[int], tuple[int]]:
@@ -565,6 +608,41 @@ def advect_many_into(tends, phis, Vx, Vy, Vz, h: int, schemes, dx: float, dy: fl
         tt, pt, fifths, i32(len(tends)), Vx, Vy, Vz, wm, wp, rd, *st(tends[0]), *st(phis[0]), *st(Vx), *st(Vy),
         *st(Vz), i32(h), i32(nxl), i32(nyl), i32(phis[0].shape[2]), i32(k_lo), i32(k_hi), i32(faces[0]),
         i32(faces[1]), i32(voff), i32(weights is not None), np.float64(dx), np.float64(dy)))
+
+
+_field_tables = (_Tables(), _Tables())     # for subsidence_many and add_profiles_many
+
+
+def _launch_many(name: str, nfields: int, nxl: int, nyl: int, nz: int, args) -> None:
+    """A kernel over fields x interior columns x levels: block layer z is one field's x index."""
+    if nfields <= 0 or nxl <= 0 or nyl <= 0 or nz <= 0:
+        return
+    bx, by, _ = ADVECT_BLOCK
+    _kernel(name)((-(-nz // bx), -(-nyl // by), nfields * nxl), ADVECT_BLOCK, tuple(args))
+
+
+def subsidence_many(fields, tends, h: int, nxl: int, nyl: int, wls, dzh) -> None:
+    """:func:`subsidence` of several fields (C-contiguous, one shape) in one launch."""
+    if len({tuple(a.shape) for a in (*fields, *tends)}) > 1:
+        raise ValueError("subsidence_many: the fields and tendencies must have one shape")
+    ny, nz = int(fields[0].shape[1]), int(fields[0].shape[2])
+    st, _ = _field_tables[0].get(fields, ())
+    tt, _ = _field_tables[1].get(tends, ())
+    _launch_many("les_subsidence_many", len(fields), nxl, nyl, nz,
+                 (st, tt, np.int32(len(fields)), np.int32(h), np.int32(nxl), np.int32(nyl), wls, dzh,
+                  np.int32(ny), np.int32(nz)))
+
+
+def add_profiles_many(tends, profiles, h: int, nxl: int, nyl: int) -> None:
+    """``tend[interior] += profile`` (level by level) for several tendencies (C-contiguous, one
+    shape) and their ``nz``-level profiles, in one launch."""
+    if len({tuple(a.shape) for a in tends}) > 1 or any(p.shape != (tends[0].shape[2],) for p in profiles):
+        raise ValueError("add_profiles_many: the tendencies must have one shape and the profiles its levels")
+    ny, nz = int(tends[0].shape[1]), int(tends[0].shape[2])
+    tt, _ = _field_tables[1].get(tends, ())
+    pt, _ = _field_tables[0].get(profiles, ())
+    _launch_many("les_add_profiles_many", len(tends), nxl, nyl, nz,
+                 (tt, pt, np.int32(len(tends)), np.int32(h), np.int32(nxl), np.int32(nyl), np.int32(ny), np.int32(nz)))
 
 
 def _launch3(name: str, ni: int, nj: int, nk: int, args) -> None:

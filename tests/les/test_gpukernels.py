@@ -228,10 +228,11 @@ def test_cuda_subgrid_kernels_match_the_array_api_source(team, monkeypatch, stre
 
 
 @pytest.mark.mpi
-@pytest.mark.parametrize("which", ["coriolis", "subsidence", "pressure"])
+@pytest.mark.parametrize("which", ["coriolis", "subsidence", "prescribed", "pressure"])
 def test_cuda_forcing_and_projection_kernels_equal_the_array_api_source(team, monkeypatch, which):
-    """Coriolis, subsidence (descent and ascent: the upwind side flips) and the pressure
-    projection's divergence and gradient, with the CUDA kernels and with the array-API source."""
+    """Coriolis, subsidence (descent and ascent: the upwind side flips; thl and qt in one launch),
+    the prescribed tendencies (thl and qt in one launch) and the pressure projection's divergence
+    and gradient, with the CUDA kernels and with the array-API source."""
     import cupy
 
     from hpcsuite.les import forcings, gpukernels
@@ -244,8 +245,8 @@ def test_cuda_forcing_and_projection_kernels_equal_the_array_api_source(team, mo
         wls = cupy.asnumpy(ctx.profiles["wfls"])
         ctx.profiles["wfls"] = cupy.asarray(np.where(np.arange(wls.size) < wls.size // 2, 0.004, -0.006))
     term = {"coriolis": forcings.Coriolis({"lat": BOMEX["lat"]}), "subsidence": forcings.Subsidence(),
-            "pressure": m.terms[-1]}[which]
-    kernels = {"coriolis": ["coriolis"], "subsidence": ["subsidence"],
+            "prescribed": forcings.PrescribedTendencies(), "pressure": m.terms[-1]}[which]
+    kernels = {"coriolis": ["coriolis"], "subsidence": ["subsidence_many"], "prescribed": ["add_profiles_many"],
                "pressure": ["projection_rhs", "subtract_gradient"]}[which]
     used = set()
     for name in kernels:
@@ -446,6 +447,7 @@ def test_cuda_kernels_that_do_not_compile_leave_the_array_api_source_running(mon
     a = cupy.zeros((3, 3, 3))
     assert gpukernels.usable(a)
     monkeypatch.setattr(optional, "_STATE", {})
+    monkeypatch.setattr(gpukernels, "_COMPILED", [])      # (a process whose kernels never compiled)
 
     def refuse():
         raise RuntimeError("nvrtc: error: no such intrinsic")
