@@ -557,9 +557,13 @@ def advect_into(tend, phi, Vx, Vy, Vz, h: int, scheme: str, dx: float, dy: float
         i32(voff), i32(scheme == "5th"), i32(weights is not None), np.float64(dx), np.float64(dy)))
 
 
-class _Tables:
+class AddressTables:
     """Device tables (addresses, flags) made once per set of arrays: a kernel over several fields
-    then costs one launch and no host-to-device copy per call. Keeps the arrays alive (few sets)."""
+    then costs one launch and no host-to-device copy per call. Keeps the arrays alive (few sets).
+
+    ``get(arrays, flags)`` returns ``(int64 table of the arrays' device addresses, int32 table of
+    flags)``, made on the first call with these arrays (the same objects) and flags.
+    """
 
     KEPT = 16
 
@@ -579,7 +583,7 @@ class _Tables:
         return kept[1]
 
 
-_advect_tables = (_Tables(), _Tables())      # tendencies, fields
+_advect_tables = (AddressTables(), AddressTables())      # tendencies, fields
 
 
 def advect_many_into(tends, phis, Vx, Vy, Vz, h: int, schemes, dx: float, dy: float, faces, voff: int,
@@ -610,7 +614,7 @@ def advect_many_into(tends, phis, Vx, Vy, Vz, h: int, schemes, dx: float, dy: fl
         i32(faces[1]), i32(voff), i32(weights is not None), np.float64(dx), np.float64(dy)))
 
 
-_field_tables = (_Tables(), _Tables())     # for subsidence_many and add_profiles_many
+_field_tables = (AddressTables(), AddressTables())     # for subsidence_many and add_profiles_many
 
 
 def _launch_many(name: str, nfields: int, nxl: int, nyl: int, nz: int, args) -> None:

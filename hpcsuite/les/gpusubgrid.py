@@ -22,8 +22,10 @@ import functools
 
 import numpy as np
 
-__all__ = ["face_diffusivities", "scalar_diffusion", "edges", "strain2", "tke_closure", "tke_sources",
-           "momentum_diffusion"]
+from .gpukernels import AddressTables
+
+__all__ = ["face_diffusivities", "scalar_diffusion", "scalar_diffusion_many", "edges", "strain2", "tke_closure",
+           "tke_sources", "momentum_diffusion"]
 
 CUDA_SOURCE = r"""
 #define IX3(a, b, c, n1, n2) (((long long)(a) * (n1) + (b)) * (long long)(n2) + (c))
@@ -34,19 +36,20 @@ CUDA_SOURCE = r"""
     const int i = blockIdx.z * blockDim.z + threadIdx.z;
 
 // subgrid.ScalarDiffusion.faces: kx (nx-1, ny-2, nz), ky (nx-2, ny-1, nz), kz (nx-2, ny-2, nz-1)
-extern "C" __global__ void sg_face_diffusivities(const double* __restrict__ K, const double* __restrict__ dzf,
-        const double* __restrict__ dzh, double* __restrict__ kx, double* __restrict__ ky,
-        double* __restrict__ kz, const int nx, const int ny, const int nz)
+// (the diffusivity is scale * K, formed value by value: the same bits as scaling K first)
+extern "C" __global__ void sg_face_diffusivities(const double* __restrict__ K, const double scale,
+        const double* __restrict__ dzf, const double* __restrict__ dzh, double* __restrict__ kx,
+        double* __restrict__ ky, double* __restrict__ kz, const int nx, const int ny, const int nz)
 {
     THREAD_IJK
     if (i >= nx - 1 || j >= ny - 1 || k >= nz) return;
     if (j < ny - 2)
-        kx[IX3(i, j, k, ny - 2, nz)] = 0.5 * (K[IX3(i + 1, j + 1, k, ny, nz)] + K[IX3(i, j + 1, k, ny, nz)]);
+        kx[IX3(i, j, k, ny - 2, nz)] = 0.5 * (scale * K[IX3(i + 1, j + 1, k, ny, nz)] + scale * K[IX3(i, j + 1, k, ny, nz)]);
     if (i < nx - 2)
-        ky[IX3(i, j, k, ny - 1, nz)] = 0.5 * (K[IX3(i + 1, j + 1, k, ny, nz)] + K[IX3(i + 1, j, k, ny, nz)]);
+        ky[IX3(i, j, k, ny - 1, nz)] = 0.5 * (scale * K[IX3(i + 1, j + 1, k, ny, nz)] + scale * K[IX3(i + 1, j, k, ny, nz)]);
     if (i < nx - 2 && j < ny - 2 && k < nz - 1)
-        kz[IX3(i, j, k, ny - 2, nz - 1)] = (dzf[k + 1] * K[IX3(i + 1, j + 1, k, ny, nz)]
-                                            + dzf[k] * K[IX3(i + 1, j + 1, k + 1, ny, nz)]) / (2.0 * dzh[k + 1]);
+        kz[IX3(i, j, k, ny - 2, nz - 1)] = (dzf[k + 1] * (scale * K[IX3(i + 1, j + 1, k, ny, nz)])
+                                            + dzf[k] * (scale * K[IX3(i + 1, j + 1, k + 1, ny, nz)])) / (2.0 * dzh[k + 1]);
 }
 
 // the result val of core point (i, j, k) of a block with ny columns: stored in the core-shaped out
@@ -61,15 +64,13 @@ __device__ void sg_put(double* __restrict__ out, const int into, const int i, co
 }
 
 // fused._scalar_diffusion: out (nx-2, ny-2, nz) of s (nx, ny, nz); kconst >= 0: one diffusivity
-extern "C" __global__ void sg_scalar_diffusion(const double* __restrict__ s, const double* __restrict__ kx,
+__device__ void sg_scalar_diffusion_cell(const double* __restrict__ s, const double* __restrict__ kx,
         const double* __restrict__ ky, const double* __restrict__ kz, const double kconst,
         const double* __restrict__ dzf, const double* __restrict__ dzh, const double dx2, const double dy2,
         const double* __restrict__ fb, const int has_fb, const double* __restrict__ extra, const int has_extra,
         double* __restrict__ out, const int nx, const int ny, const int nz, const int into, const int h,
-        const int nxl, const int nyl)
+        const int nxl, const int nyl, const int i, const int j, const int k)
 {
-    THREAD_IJK
-    if (i >= nx - 2 || j >= ny - 2 || k >= nz) return;
     const double c = s[IX3(i + 1, j + 1, k, ny, nz)];
     double fxp, fxm, fyp, fym;
     if (kconst >= 0.0) {
@@ -97,6 +98,39 @@ extern "C" __global__ void sg_scalar_diffusion(const double* __restrict__ s, con
     }
     const double d = t + (gp - gm) / dzf[k];
     sg_put(out, into, i, j, k, ny, nz, h, nxl, nyl, 0, has_extra ? d + extra[IX3(i + 1, j + 1, k, ny, nz)] : d);
+}
+
+extern "C" __global__ void sg_scalar_diffusion(const double* __restrict__ s, const double* __restrict__ kx,
+        const double* __restrict__ ky, const double* __restrict__ kz, const double kconst,
+        const double* __restrict__ dzf, const double* __restrict__ dzh, const double dx2, const double dy2,
+        const double* __restrict__ fb, const int has_fb, const double* __restrict__ extra, const int has_extra,
+        double* __restrict__ out, const int nx, const int ny, const int nz, const int into, const int h,
+        const int nxl, const int nyl)
+{
+    THREAD_IJK
+    if (i >= nx - 2 || j >= ny - 2 || k >= nz) return;
+    sg_scalar_diffusion_cell(s, kx, ky, kz, kconst, dzf, dzh, dx2, dy2, fb, has_fb, extra, has_extra, out,
+                             nx, ny, nz, into, h, nxl, nyl, i, j, k);
+}
+
+// sg_scalar_diffusion, into the tendencies, of several fields with the same face diffusivities:
+// field f's values, tendency and surface flux from address tables (has_fbs[f]: whether it has
+// one); block layer z is field z / (nx - 2), core x index z % (nx - 2) (blockDim.z 1)
+extern "C" __global__ void sg_scalar_diffusion_many(const long long* __restrict__ ss,
+        const long long* __restrict__ outs, const long long* __restrict__ fbs, const int* __restrict__ has_fbs,
+        const int nfields, const double* __restrict__ kx, const double* __restrict__ ky,
+        const double* __restrict__ kz, const double kconst, const double* __restrict__ dzf,
+        const double* __restrict__ dzh, const double dx2, const double dy2, const int nx, const int ny,
+        const int nz, const int h, const int nxl, const int nyl)
+{
+    const int k = blockIdx.x * blockDim.x + threadIdx.x;
+    const int j = blockIdx.y * blockDim.y + threadIdx.y;
+    const int f = blockIdx.z / (nx - 2);
+    const int i = blockIdx.z % (nx - 2);
+    if (f >= nfields || j >= ny - 2 || k >= nz) return;
+    sg_scalar_diffusion_cell((const double*)ss[f], kx, ky, kz, kconst, dzf, dzh, dx2, dy2,
+                             (const double*)fbs[f], has_fbs[f], (const double*)0, 0, (double*)outs[f],
+                             nx, ny, nz, 1, h, nxl, nyl, i, j, k);
 }
 
 // fused._edges: suv (nx, ny, nz), suw and svw (nx, ny, nz-1) on the core; w has nz + 1 levels
@@ -322,16 +356,19 @@ def _flat2(xp, a, shape2):
         return _dummy(), np.int32(0)
     if tuple(a.shape) != tuple(shape2):
         raise ValueError(f"gpusubgrid: a surface field of shape {tuple(a.shape)} for a block of {tuple(shape2)}")
+    if a.dtype == xp.float64 and a.flags.c_contiguous:
+        return a, np.int32(1)                           # (itself: address tables stay valid)
     return xp.ascontiguousarray(a, dtype=xp.float64), np.int32(1)
 
 
-def face_diffusivities(K, dzf, dzh):
-    """``(kx, ky, kz)`` of :func:`fused.face_diffusivities` on the GPU."""
+def face_diffusivities(K, dzf, dzh, scale: float = 1.0):
+    """``(kx, ky, kz)`` of :func:`fused.face_diffusivities` of ``scale * K`` on the GPU (the
+    product formed in the kernel: one launch fewer than scaling ``K`` first, the same bits)."""
     import cupy as xp
     nx, ny, nz = K.shape
     kx, ky = xp.empty((nx - 1, ny - 2, nz)), xp.empty((nx - 2, ny - 1, nz))
     kz = xp.empty((nx - 2, ny - 2, max(nz - 1, 0)))
-    _launch("sg_face_diffusivities", nx - 1, ny - 1, nz, (K, dzf, dzh, kx, ky, kz, *_i(nx, ny, nz)))
+    _launch("sg_face_diffusivities", nx - 1, ny - 1, nz, (K, np.float64(scale), dzf, dzh, kx, ky, kz, *_i(nx, ny, nz)))
     return kx, ky, kz
 
 
@@ -354,6 +391,33 @@ def scalar_diffusion(s, kx, ky, kz, dzf, dzh, dx2: float, dy2: float, flux_botto
              dummy if extra is None else extra, np.int32(extra is not None), out, *_i(nx, ny, nz),
              *_into(into)))
     return out if into is None else None
+
+
+def scalar_diffusion_many(fields, kx, ky, kz, dzf, dzh, dx2: float, dy2: float, fluxes, into) -> None:
+    """:func:`scalar_diffusion` into the tendencies of several fields with the same face
+    diffusivities, in one launch. ``fields``, ``fluxes`` (surface fluxes or None): per field;
+    ``into = (tends, h, nxl, nyl)`` with one tendency block per field (C-contiguous, one shape)."""
+    import cupy as xp
+    tends, h, nxl, nyl = into
+    nx, ny, nz = fields[0].shape
+    if len({tuple(a.shape) for a in (*fields, *tends)}) > 1 or not len(fields) == len(tends) == len(fluxes):
+        raise ValueError("gpusubgrid.scalar_diffusion_many: one tendency and flux per field, all of one shape")
+    const = isinstance(kx, float)
+    dummy = _dummy()
+    fbs = [_flat2(xp, f, (nx, ny)) for f in fluxes]
+    st, has_fb = _TABLES[0].get(fields, [int(flag) for _, flag in fbs])
+    tt, _ = _TABLES[1].get(tends, ())
+    ft, _ = _TABLES[2].get([a for a, _ in fbs], ())
+    if nx <= 2 or ny <= 2 or nz <= 0:
+        return
+    bx, by, _ = BLOCK
+    _function("sg_scalar_diffusion_many")((-(-nz // bx), -(-(ny - 2) // by), (nx - 2) * len(fields)), BLOCK, (
+        st, tt, ft, has_fb, np.int32(len(fields)), dummy if const else kx, dummy if const else ky,
+        dummy if const else kz, np.float64(kx if const else -1.0), dzf, dzh, *_f(dx2, dy2), *_i(nx, ny, nz),
+        *_i(h, nxl, nyl)))
+
+
+_TABLES = (AddressTables(), AddressTables(), AddressTables())   # values, tendencies, surface fluxes
 
 
 def _into(into):
