@@ -18,6 +18,10 @@ each a pass over memory with a fresh temporary. Two operators are made of many s
   kernel launches cost: the face velocities of a momentum field (three arrays, one launch instead of
   six to fifteen), the buoyancy (one instead of seven), the surface momentum fluxes (one instead of
   about thirty). ``bench/gpu_launches.py`` counts the launches per step on the CuPy stand-in.
+* and, for the same reason, kernels over several fields at once, which read the fields' device
+  addresses from small tables made once (:class:`AddressTables`, :class:`FieldTable`): the
+  start-of-step copy and the stage update of all prognostic fields, the advection of the scalars,
+  their subsidence and their prescribed tendencies (one launch each instead of one per field).
 
 The subgrid closure's kernels are in ``gpusubgrid``, the pressure solve's tridiagonal one in
 ``solvers.thomas``. All are compiled without FMA contraction (``--fmad=false``), so every operation
