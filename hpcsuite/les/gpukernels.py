@@ -129,27 +129,9 @@ __device__ void les_advect_cell(double* __restrict__ tend, const double* __restr
     tend[(long long)bi * ts0 + (long long)bj * ts1 + k] += (tx + ty) + tz;
 }
 
-extern "C" __global__ void les_advect(double* __restrict__ tend, const double* __restrict__ phi,
-        const double* __restrict__ Vx, const double* __restrict__ Vy, const double* __restrict__ Vz,
-        const double* __restrict__ wm, const double* __restrict__ wp, const double* __restrict__ rd,
-        const long long ts0, const long long ts1, const long long ps0, const long long ps1,
-        const long long xs0, const long long xs1, const long long ys0, const long long ys1,
-        const long long zs0, const long long zs1,
-        const int h, const int nxl, const int nyl, const int npts, const int k_lo, const int k_hi,
-        const int f_lo, const int f_hi, const int voff, const int fifth, const int weighted,
-        const double dx, const double dy)
-{
-    const int k = k_lo + (int)(blockIdx.x * blockDim.x + threadIdx.x);
-    const int j = blockIdx.y * blockDim.y + threadIdx.y;
-    const int i = blockIdx.z * blockDim.z + threadIdx.z;
-    if (i >= nxl || j >= nyl || k >= k_hi) return;
-    les_advect_cell(tend, phi, Vx, Vy, Vz, wm, wp, rd, ts0, ts1, ps0, ps1, xs0, xs1, ys0, ys1, zs0, zs1,
-                    h, npts, f_lo, f_hi, voff, fifth, weighted, dx, dy, i, j, k);
-}
-
-// les_advect for several fields with the same face velocities (the scalars), in one launch: field
-// f's tendency and values from address tables, its scheme from fifths[f]; block layer z is field
-// z / nxl, x index z % nxl (blockDim.z 1); every field's arrays have the strides given
+// the advection of one or several fields with the same face velocities (the scalars), in one
+// launch: field f's tendency and values from address tables, its scheme from fifths[f]; block layer
+// z is field z / nxl, x index z % nxl (blockDim.z 1); every field's arrays have the strides given
 extern "C" __global__ void les_advect_many(const long long* __restrict__ tends, const long long* __restrict__ phis,
         const int* __restrict__ fifths, const int nfields,
         const double* __restrict__ Vx, const double* __restrict__ Vy, const double* __restrict__ Vz,
@@ -546,19 +528,7 @@ def advect_into(tend, phi, Vx, Vy, Vz, h: int, scheme: str, dx: float, dy: float
     """``tend[interior, levels] += tx + ty + tz`` for one field: :func:`fused.advect_into` (same
     arguments, same operations) as one CUDA launch, one thread per cell. ``tend``, ``phi`` and the
     face velocities may be views (strides are passed; the last axis must be contiguous)."""
-    nxl, nyl = int(Vy.shape[0]), int(Vx.shape[1])
-    k_lo, k_hi = (int(x) for x in levels)
-    if nxl == 0 or nyl == 0 or k_hi <= k_lo:
-        return
-    wm, wp = weights if weights is not None else (rd, rd)          # (unread without weights)
-    st = lambda a: (np.int64(a.strides[0] // 8), np.int64(a.strides[1] // 8))  # noqa: E731
-    bx, by, bz = ADVECT_BLOCK
-    grid = (-(-(k_hi - k_lo) // bx), -(-nyl // by), -(-nxl // bz))
-    i32 = np.int32
-    _kernel("les_advect")(grid, ADVECT_BLOCK, (
-        tend, phi, Vx, Vy, Vz, wm, wp, rd, *st(tend), *st(phi), *st(Vx), *st(Vy), *st(Vz),
-        i32(h), i32(nxl), i32(nyl), i32(phi.shape[2]), i32(k_lo), i32(k_hi), i32(faces[0]), i32(faces[1]),
-        i32(voff), i32(scheme == "5th"), i32(weights is not None), np.float64(dx), np.float64(dy)))
+    advect_many_into([tend], [phi], Vx, Vy, Vz, h, [scheme], dx, dy, faces, voff, weights, rd, levels)
 
 
 class AddressTables:
@@ -594,7 +564,8 @@ def advect_many_into(tends, phis, Vx, Vy, Vz, h: int, schemes, dx: float, dy: fl
                      weights, rd, levels) -> None:
     """:func:`advect_into` of several fields advected by the same face velocities (the scalars), in
     one launch. ``tends``, ``phis``: sequences of arrays, each with the strides of the first of its
-    kind; ``schemes``: each field's scheme."""
+    kind (kept in address tables made once per set: pass the same objects each call);
+    ``schemes``: each field's scheme."""
     if not tends:
         return
     if len(tends) != len(phis) or len(schemes) != len(tends):
