@@ -581,10 +581,10 @@ def advect_many_into(tends, phis, Vx, Vy, Vz, h: int, schemes, dx: float, dy: fl
     wm, wp = weights if weights is not None else (rd, rd)
     st = lambda a: (np.int64(a.strides[0] // 8), np.int64(a.strides[1] // 8))  # noqa: E731
     bx, by, _ = ADVECT_BLOCK
-    grid = (-(-(k_hi - k_lo) // bx), -(-nyl // by), nxl * len(tends))
     i32 = np.int32
-    _kernel("les_advect_many")(grid, ADVECT_BLOCK, (
-        tt, pt, fifths, i32(len(tends)), Vx, Vy, Vz, wm, wp, rd, *st(tends[0]), *st(phis[0]), *st(Vx), *st(Vy),
+    launch_over_fields(_kernel("les_advect_many"), (-(-(k_hi - k_lo) // bx), -(-nyl // by)), ADVECT_BLOCK, nxl,
+                       (tt, pt, fifths), (
+        Vx, Vy, Vz, wm, wp, rd, *st(tends[0]), *st(phis[0]), *st(Vx), *st(Vy),
         *st(Vz), i32(h), i32(nxl), i32(nyl), i32(phis[0].shape[2]), i32(k_lo), i32(k_hi), i32(faces[0]),
         i32(faces[1]), i32(voff), i32(weights is not None), np.float64(dx), np.float64(dy)))
 
@@ -592,12 +592,29 @@ def advect_many_into(tends, phis, Vx, Vy, Vz, h: int, schemes, dx: float, dy: fl
 _field_tables = (AddressTables(), AddressTables())     # for subsidence_many and add_profiles_many
 
 
-def _launch_many(name: str, nfields: int, nxl: int, nyl: int, nz: int, args) -> None:
+#: CUDA's largest grid along y and z
+GRID_YZ_MAX = 65535
+
+
+def launch_over_fields(kernel, grid_xy, block, layers: int, tables, rest, count: bool = True) -> None:
+    """Launch a kernel over several fields: grid ``(*grid_xy, fields x layers)`` (block layer z is
+    field z // layers), arguments the field tables (1-D device arrays, one entry per field), then the
+    number of fields (with ``count``), then ``rest``. Where fields x layers exceeds CUDA's grid, the
+    fields go in chunks (views of the tables), one launch each."""
+    n = int(tables[0].shape[0])
+    per = max(1, GRID_YZ_MAX // max(int(layers), 1))
+    for a in range(0, n, per):
+        b = min(a + per, n)
+        part = tables if (a, b) == (0, n) else tuple(t[a:b] for t in tables)
+        kernel((*grid_xy, (b - a) * int(layers)), block, (*part, *((np.int32(b - a),) if count else ()), *rest))
+
+
+def _launch_many(name: str, tables, nxl: int, nyl: int, nz: int, rest) -> None:
     """A kernel over fields x interior columns x levels: block layer z is one field's x index."""
-    if nfields <= 0 or nxl <= 0 or nyl <= 0 or nz <= 0:
+    if nxl <= 0 or nyl <= 0 or nz <= 0:
         return
     bx, by, _ = ADVECT_BLOCK
-    _kernel(name)((-(-nz // bx), -(-nyl // by), nfields * nxl), ADVECT_BLOCK, tuple(args))
+    launch_over_fields(_kernel(name), (-(-nz // bx), -(-nyl // by)), ADVECT_BLOCK, nxl, tables, rest)
 
 
 def subsidence_many(fields, tends, h: int, nxl: int, nyl: int, wls, dzh) -> None:
@@ -607,9 +624,8 @@ def subsidence_many(fields, tends, h: int, nxl: int, nyl: int, wls, dzh) -> None
     ny, nz = int(fields[0].shape[1]), int(fields[0].shape[2])
     st, _ = _field_tables[0].get(fields, ())
     tt, _ = _field_tables[1].get(tends, ())
-    _launch_many("les_subsidence_many", len(fields), nxl, nyl, nz,
-                 (st, tt, np.int32(len(fields)), np.int32(h), np.int32(nxl), np.int32(nyl), wls, dzh,
-                  np.int32(ny), np.int32(nz)))
+    _launch_many("les_subsidence_many", (st, tt), nxl, nyl, nz,
+                 (np.int32(h), np.int32(nxl), np.int32(nyl), wls, dzh, np.int32(ny), np.int32(nz)))
 
 
 def add_profiles_many(tends, profiles, h: int, nxl: int, nyl: int) -> None:
@@ -620,8 +636,8 @@ def add_profiles_many(tends, profiles, h: int, nxl: int, nyl: int) -> None:
     ny, nz = int(tends[0].shape[1]), int(tends[0].shape[2])
     tt, _ = _field_tables[1].get(tends, ())
     pt, _ = _field_tables[0].get(profiles, ())
-    _launch_many("les_add_profiles_many", len(tends), nxl, nyl, nz,
-                 (tt, pt, np.int32(len(tends)), np.int32(h), np.int32(nxl), np.int32(nyl), np.int32(ny), np.int32(nz)))
+    _launch_many("les_add_profiles_many", (tt, pt), nxl, nyl, nz,
+                 (np.int32(h), np.int32(nxl), np.int32(nyl), np.int32(ny), np.int32(nz)))
 
 
 def _launch3(name: str, ni: int, nj: int, nk: int, args) -> None:
@@ -698,10 +714,10 @@ class FieldTable:
         if ni <= 0 or nj <= 0:
             return
         bx, by, _ = ADVECT_BLOCK
-        _kernel("les_rk_update_many")((-(-max(self._nz) // bx), -(-nj // by), ni * len(self.names)), ADVECT_BLOCK,
-                                      (*self._ptr, self._levels, self._floors, self._modes, np.float64(dt),
-                                       np.int32(I.start), np.int32(I.stop), np.int32(J.start), np.int32(J.stop),
-                                       np.int32(self.ny)))
+        launch_over_fields(_kernel("les_rk_update_many"), (-(-max(self._nz) // bx), -(-nj // by)), ADVECT_BLOCK, ni,
+                           (*self._ptr, self._levels, self._floors, self._modes),
+                           (np.float64(dt), np.int32(I.start), np.int32(I.stop), np.int32(J.start),
+                            np.int32(J.stop), np.int32(self.ny)), count=False)
 
 
 def coriolis(u, v, tu, tv, h: int, nxl: int, nyl: int, f: float, cu: float, cv: float, ug, vg) -> None:

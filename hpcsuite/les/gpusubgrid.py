@@ -22,7 +22,7 @@ import functools
 
 import numpy as np
 
-from .gpukernels import AddressTables
+from .gpukernels import AddressTables, launch_over_fields
 
 __all__ = ["face_diffusivities", "scalar_diffusion", "scalar_diffusion_many", "edges", "strain2", "tke_closure",
            "tke_sources", "momentum_diffusion"]
@@ -411,8 +411,9 @@ def scalar_diffusion_many(fields, kx, ky, kz, dzf, dzh, dx2: float, dy2: float, 
     if nx <= 2 or ny <= 2 or nz <= 0:
         return
     bx, by, _ = BLOCK
-    _function("sg_scalar_diffusion_many")((-(-nz // bx), -(-(ny - 2) // by), (nx - 2) * len(fields)), BLOCK, (
-        st, tt, ft, has_fb, np.int32(len(fields)), dummy if const else kx, dummy if const else ky,
+    launch_over_fields(_function("sg_scalar_diffusion_many"), (-(-nz // bx), -(-(ny - 2) // by)), BLOCK, nx - 2,
+                       (st, tt, ft, has_fb), (
+        dummy if const else kx, dummy if const else ky,
         dummy if const else kz, np.float64(kx if const else -1.0), dzf, dzh, *_f(dx2, dy2), *_i(nx, ny, nz),
         *_i(h, nxl, nyl)))
 

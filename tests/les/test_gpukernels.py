@@ -439,6 +439,36 @@ def test_cuda_kernels_keep_a_whole_step_at_the_array_api_result(team, monkeypatc
         assert np.abs(fields[True][n] - fields[False][n]).max() <= 1e-11 * scale, n
 
 
+@pytest.mark.mpi
+def test_kernels_over_several_fields_split_where_the_grid_would_be_too_large(team, monkeypatch):
+    """With CUDA's grid limit made tiny, every kernel over several fields (stage update, scalar
+    advection, diffusion, subsidence, prescribed tendencies) launches field by field, with views of
+    its address tables, and a whole step gives the same bits as with one launch each."""
+    import cupy
+
+    from hpcsuite.les import gpukernels
+    fields, launches = {}, {}
+    fake = getattr(getattr(cupy, "_core", None), "launches", None)          # (the stand-in's counter)
+    full = gpukernels.GRID_YZ_MAX
+    for limit in (full, 1):
+        monkeypatch.setattr(gpukernels, "GRID_YZ_MAX", limit)
+        m = _stirred_gpu_model(team, monkeypatch, "5th", stretched=True)
+        if fake is not None:
+            fake.clear()
+        m.step()
+        launches[limit] = dict(fake or {})
+        fields[limit] = {n: cupy.asnumpy(a).copy() for n, a in m.ctx.fields.items()}
+        m.free()
+    for n in fields[1]:
+        assert np.array_equal(fields[1][n], fields[full][n]), n
+    if fake is not None:                # one launch per field (a chunk of one) instead of one in all
+        for kind, per_call in (("raw:les_rk_update_many", 6), ("raw:sg_scalar_diffusion_many", 2),
+                               ("raw:les_subsidence_many", 2), ("raw:les_add_profiles_many", 2)):
+            assert launches[1][kind] == per_call * launches[full][kind] > 0, kind
+        # the momentum fields were tables of one already; the three scalars now go one by one
+        assert launches[1]["raw:les_advect_many"] == launches[full]["raw:les_advect_many"] + 2 * 3
+
+
 def test_cuda_kernels_that_do_not_compile_leave_the_array_api_source_running(monkeypatch):
     import cupy
 
