@@ -89,11 +89,15 @@ def compile_for_cpu(src: str, workdir=None) -> dict:
                         f'unsigned by, unsigned bz, {decl}) {{ grid_loop(gx, gy, gz, bx, by, bz, [&] {{ '
                         f'{name}({call}); }}); }}')
     d = Path(workdir or tempfile.mkdtemp(prefix="cuda_emulation_"))
-    (d / "k.cpp").write_text(HARNESS % {"source": src, "wrappers": "\n".join(wrappers)})
-    p = subprocess.run(["g++", "-std=c++17", "-O1", "-ffp-contract=off", "-shared", "-fPIC", "-o",
-                        str(d / "k.so"), str(d / "k.cpp")], capture_output=True, text=True, timeout=120)
-    if p.returncode != 0:
-        raise RuntimeError(f"g++ could not compile the CUDA source for the CPU:\n{p.stderr}")
-    lib = ctypes.CDLL(str(d / "k.so"))
+    try:
+        (d / "k.cpp").write_text(HARNESS % {"source": src, "wrappers": "\n".join(wrappers)})
+        p = subprocess.run(["g++", "-std=c++17", "-O1", "-ffp-contract=off", "-shared", "-fPIC", "-o",
+                            str(d / "k.so"), str(d / "k.cpp")], capture_output=True, text=True, timeout=120)
+        if p.returncode != 0:
+            raise RuntimeError(f"g++ could not compile the CUDA source for the CPU:\n{p.stderr}")
+        lib = ctypes.CDLL(str(d / "k.so"))      # (stays mapped once loaded: the files can go)
+    finally:
+        if workdir is None:
+            shutil.rmtree(d, ignore_errors=True)
     _compiled[key] = {name: EmulatedKernel(lib, name, params) for name, params in ks.items()}
     return _compiled[key]
