@@ -79,7 +79,7 @@ if wanted profile; then     # not in the default list: where the GPU time goes (
   run 60 "$py" bench/gpu_profile.py les --shape "${large[@]}" --timers-only --steps 2
   run 60 "$py" bench/gpu_profile.py les --shape "${small[@]}" --timers-only --steps 4
   run 60 "$py" bench/gpu_profile.py reductions --shape "${large[@]}" --timers-only
-  # host cost of one launch by kind: with bench/gpu_launches.py's count (123 per BOMEX step on the
+  # host cost of one launch by kind: with bench/gpu_launches.py's count (124 per BOMEX step on the
   # CuPy stand-in), what the launch-bound small-grid step should take
   run 30 "$py" bench/gpu_profile.py launches --shape "${small[@]}" --timers-only
 fi

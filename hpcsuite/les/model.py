@@ -90,15 +90,19 @@ class Model:
 
     def k_max(self) -> float:
         """This rank's largest diffusivity (constant, eddy, or the one saved at a restart). Local."""
+        floor, parts = self._k_max_parts()
+        return max(floor, max(float(p) for p in parts)) if parts else floor
+
+    def _k_max_parts(self):
+        """``(floor, device scalars)``: the largest diffusivity is the largest of them. Local."""
         xp, d = self.ctx.xp, self.ctx.diag
-        k = self.k_const
         eddy = [d[n] for n in ("ekm", "ekh") if n in d]
         if eddy:
             I, J = self.ctx.grid.interior
-            k = max(k, max(float(whole_max(xp, e[I, J, ...])) for e in eddy))
-        elif self.k_restart is not None:
-            k = max(k, self.k_restart)
-        return k
+            return self.k_const, [whole_max(xp, e[I, J, ...]) for e in eddy]
+        if self.k_restart is not None:
+            return max(self.k_const, self.k_restart), []
+        return self.k_const, []
 
     def global_k_max(self) -> float:
         """The largest diffusivity over all ranks (saved in checkpoints). Collective."""
@@ -117,7 +121,7 @@ class Model:
         """
         ctx, st = self.ctx, self.stepper
         with self.timers("dt"):
-            cr, dr, bad = st.rates(ctx, self.k_max(), probe)
+            cr, dr, bad = st.rates(ctx, self._k_max_parts(), probe)   # (one transfer to the host)
         used = cr * self.dt_last
         if bad or used > st.blowup_courant:
             raise BlowUp(locate_blowup(ctx, self.t, self.dt_last, st.blowup_courant, bad))
