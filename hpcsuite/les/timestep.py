@@ -150,9 +150,18 @@ def locate_blowup(ctx, t: float, dt: float, limit: float, bad: bool) -> str:
             ok = np.asarray(_host(xp, xp.isfinite(a[I, J, ...])))
             if not ok.all():
                 i, j, k = (int(x) for x in np.argwhere(~ok)[0])
-                found = (0.0, f"{name} is {_host(xp, a[I, J, ...])[i, j, k]} at cell (i, j, k) = "
+                found = (math.inf, f"{name} is {_host(xp, a[I, J, ...])[i, j, k]} at cell (i, j, k) = "
                          f"({g.i0 + i}, {g.j0 + j}, {k}), z = {_zof(g, name, k):.4g}")
                 break
+        if found is None:                    # every value finite, but so large that the sums overflow
+            for name, a in ctx.fields.items():
+                v = np.abs(np.asarray(_host(xp, a[I, J, ...])))
+                if v.size:
+                    i, j, k = np.unravel_index(int(np.argmax(v)), v.shape)
+                    if found is None or v[i, j, k] > found[0]:
+                        found = (float(v[i, j, k]), f"{name} is {_host(xp, a[I, J, ...])[i, j, k]:.4g} at cell "
+                                 f"(i, j, k) = ({g.i0 + i}, {g.j0 + j}, {k}), z = {_zof(g, name, k):.4g} "
+                                 "(its largest magnitude: the sums overflow)")
     else:
         f = ctx.fields
         c = (xp.abs(f["u"][I, J, ...]) / g.dx + xp.abs(f["v"][I, J, ...]) / g.dy
@@ -164,7 +173,8 @@ def locate_blowup(ctx, t: float, dt: float, limit: float, bad: bool) -> str:
                  f"({g.i0 + i}, {g.j0 + j}, {k}), z = {g.zf[k]:.4g}: {vals}")
     every = ctx.team.allgather(found)
     cands = [x for x in every if x is not None]
-    best = cands[0] if bad else max(cands, key=lambda x: x[0])
+    # the first rank's non-finite value (every rank would report a different first one), else the largest
+    best = next((x for x in cands if x[0] == math.inf), None) or max(cands, key=lambda x: x[0])
     return f"the run blew up at t = {t:.6g} (dt = {dt:.4g}): {best[1]}"
 
 

@@ -77,6 +77,16 @@ def test_blow_up_names_time_variable_and_cell(team):
     with pytest.raises(BlowUp, match=r"t = 0 .*thl is nan at cell \(i, j, k\) = \(9, 7, 2\), z = 0.25"):
         m.step()
     m.free()
+    # every value finite, but two of them (on one rank) so large that the sums overflow: the largest is named
+    m = build(g, team, ["u", "v", "w", "thl"], Advection(), stepper=TimeStepper(courant=0.5))
+    m.ctx.fields["u"][...] = 1.0
+    for i, j, k, val in ((3, 2, 2, 1.5e308), (3, 2, 1, 1.7e308)):
+        if lg.i0 <= i < lg.i0 + lg.nxl and lg.j0 <= j < lg.j0 + lg.nyl:
+            m.ctx.fields["thl"][i - lg.i0 + lg.h, j - lg.j0 + lg.h, k] = val
+    with pytest.raises(BlowUp, match=r"t = 0 .*thl is 1.7e\+308 at cell \(i, j, k\) = \(3, 2, 1\), z = 0.15 "
+                       r"\(its largest magnitude"):
+        m.step()
+    m.free()
     # a fixed step far above the Courant limit: stopped before the step is taken
     m = build(g, team, ["u", "v", "w"], Advection(), stepper=TimeStepper(dt_fixed=1.0, blowup_courant=3.0))
     m.ctx.fields["u"][...] = 1.0
