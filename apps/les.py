@@ -415,6 +415,8 @@ def run(deck, ctx) -> int:
     if restarted and not load_outputs_state(ckpt, model.t, stats, sections, team):
         log.warning(f"{outputs_state_path(ckpt)} is missing or older than the checkpoint: statistics and "
                     f"cross-sections restart empty")
+    if stats is not None and not restarted:
+        stats.sample(model.ctx, initial=True)          # the initial profiles, for the plots
     s_stats = _Schedule(deck.output.stats_every, model.t) if stats is not None else None
     s_sect = _Schedule(deck.output.sections_every, model.t) if sections is not None else None
     req = CheckpointRequest(team, every=deck.output.check_interval, start=model.nstep)

@@ -56,15 +56,19 @@ def _figure(**kw):
     return Figure(**kw)
 
 
-_PROFILE_PANELS = (  # (dataset, scale, x label, on faces)
+_PROFILE_PANELS = (  # (dataset, scale, x label, on faces): the panels of the intercomparison's figures
     ("thl", 1.0, r"$\theta_l$ (K)", False),
     ("qt", 1e3, r"$q_t$ (g/kg)", False),
     ("ql", 1e3, r"$q_l$ (g/kg)", False),
     ("cfrac", 1.0, "cloud fraction", False),
     ("u", 1.0, "u (m/s)", False),
     ("v", 1.0, "v (m/s)", False),
+    ("thv", 1.0, r"$\theta_v$ (K)", False),
+    ("e12", 1.0, r"subgrid $e^{1/2}$ (m/s)", False),
+    ("w2", 1.0, r"$\overline{w'^2}$ (m$^2$/s$^2$)", True),
     ("wthl", 1.0, r"$\overline{w'\theta_l'}$ (K m/s)", True),
     ("wqt", 1e3, r"$\overline{w'q_t'}$ (g/kg m/s)", True),
+    ("wthv", 1.0, r"$\overline{w'\theta_v'}$ (K m/s)", True),
 )
 
 
@@ -92,18 +96,25 @@ def plot_run(path, outdir) -> list[Path]:
         zf = f["zf"][()] if "zf" in f else None
         zh = f["zh"][()] if "zh" in f else None
         prof = {k: f["profiles"][k][()] for k in f["profiles"]} if "profiles" in f else {}
+        init = {k: f["initial"][k][()] for k in f["initial"]} if "initial" in f else {}
+        if init:
+            init["_time_h"] = float(f["initial"].attrs.get("time", 0.0)) / 3600.0
         if "interval" in f.attrs:
             prof["_interval_h"] = float(f.attrs["interval"]) / 3600.0
         ts = {k: f["timeseries"][k][()] for k in f["timeseries"]}
+        rho_s = float(f.attrs["rho_surface"]) if "rho_surface" in f.attrs else None
     if prof and zf is not None:
-        written.append(_profiles(prof, zf, zh, outdir / "profiles.png"))
-    written.append(_timeseries(ts, outdir / "timeseries.png"))
+        written.append(_profiles(prof, zf, zh, outdir / "profiles.png", init))
+    written.append(_timeseries(ts, outdir / "timeseries.png", rho_s))
     if xsec is not None:
         written.append(_crosssection(xsec, outdir / "crosssection.png"))
     return written
 
 
-def _profiles(prof, zf, zh, out: Path) -> Path:
+def _profiles(prof, zf, zh, out: Path, init=None) -> Path:
+    """One panel per profile, a curve per averaging interval (viridis, early to late), and the
+    initial profile dashed where the statistics hold it."""
+    init = init or {}
     panels = [p for p in _PROFILE_PANELS if p[0] in prof]
     ncol = 4
     nrow = max(1, -(-len(panels) // ncol))
@@ -116,6 +127,9 @@ def _profiles(prof, zf, zh, out: Path) -> Path:
         z = zh if faces else zf
         for j, (i, lab) in enumerate(zip(rows, labels)):
             ax.plot(prof[name][i] * scale, z, color=cmap(j / max(1, len(rows) - 1)), label=lab)
+        if name in init and not faces:
+            ax.plot(np.asarray(init[name]) * scale, zf, color="k", ls="--", lw=1,
+                    label=f"initial (t = {init['_time_h']:.3g} h)")
         ax.set_xlabel(label)
         ax.set_ylabel("z (m)")
         ax.grid(alpha=0.3)
@@ -149,24 +163,48 @@ def _profile_rows(prof) -> tuple[list[int], list[str]]:
     return rows, [f"hours {max(0.0, hours[i] - width):g}-{hours[i]:g}" for i in rows]
 
 
-def _timeseries(ts, out: Path) -> Path:
+def _timeseries(ts, out: Path, rho_s: float | None = None) -> Path:
+    """Cloud cover, cloud heights, LWP and the surface fluxes; the fluxes in W/m^2 when the
+    surface density is known (else kinematic), the friction velocity on its own axis."""
+    from .thermo import CP, LV
     t = np.asarray(ts.get("time", []), dtype=float) / 3600.0
+    ts = dict(ts)
+    if rho_s is not None:
+        fluxes = ("surface heat flux (W/m$^2$)", [("_shf", "sensible"), ("_lhf", "latent")])
+        for key, src, c in (("_shf", "wthl_s", rho_s * CP), ("_lhf", "wqt_s", rho_s * LV)):
+            if src in ts:
+                ts[key] = c * np.asarray(ts[src], dtype=float)
+    else:
+        fluxes = ("surface flux (kinematic)", [("wthl_s", r"$w'\theta_l'$ (K m/s)"),
+                                               ("wqt_s", r"$w'q_t'$ (kg/kg m/s)")])
     groups = [("cloud cover", [("cloud_cover", "cover"), ("cfrac_max", "max. cloud fraction")]),
               ("height (m)", [("cloud_base", "cloud base"), ("cloud_top", "cloud top"),
                               ("zi", "inversion (max dthv/dz)")]),
               ("LWP (g/m$^2$)", [("lwp", "liquid water path")]),
-              ("surface flux", [("wthl_s", r"$w'\theta_l'$ (K m/s)"), ("ustar", "u* (m/s)")])]
+              fluxes]
     fig = _figure(figsize=(12, 7), layout="constrained")
     axes = fig.subplots(2, 2).ravel()
-    for ax, (ylabel, series) in zip(axes, groups):
+
+    def draw(ax, series, **kw):
         for key, label in series:
             if key in ts and np.size(ts[key]) == t.size and np.any(np.isfinite(ts[key])):
-                ax.plot(t, ts[key], label=label)
+                ax.plot(t, ts[key], label=label, **kw)
+
+    for ax, (ylabel, series) in zip(axes, groups):
+        draw(ax, series)
         ax.set_xlabel("time (h)")
         ax.set_ylabel(ylabel)
         ax.grid(alpha=0.3)
-        if ax.lines:
-            ax.legend(fontsize="small")
+    axes[3].set_ylim(bottom=min(0.0, axes[3].get_ylim()[0]))
+    right = axes[3].twinx()                  # u* (m/s) is not a flux: its own axis
+    draw(right, [("ustar", "u* (m/s), right axis")], color="0.4", ls=":")
+    right.set_ylabel("u* (m/s)")
+    for ax in axes:
+        handles = ax.get_legend_handles_labels()
+        if ax is axes[3]:
+            handles = [a + b for a, b in zip(handles, right.get_legend_handles_labels())]
+        if handles[0]:
+            ax.legend(*handles, fontsize="small")
     fig.suptitle("Time series")
     return _save(fig, out)
 

@@ -12,7 +12,9 @@ Time series (``timeseries/<name>``, one value per sample, ``time`` in s)
     ``zi``  boundary-layer (inversion) height: the face ``zh`` with the largest ``d<thv>/dz``;
     ``zi_flux``  the face with the most negative total buoyancy flux ``w'thv'`` (the CBL's
     entrainment level; NaN without ``w``);
-    ``wthl_s``, ``wqt_s``, ``ustar``, ``uw_s``, ``vw_s``  domain-mean surface fluxes.
+    ``wthl_s``, ``wqt_s``, ``ustar``, ``uw_s``, ``vw_s``  domain-mean surface fluxes (kinematic;
+    the file's ``rho_surface`` attribute, the base-state density of the first level in moist runs,
+    turns them into W/m^2).
 
 Profiles (``profiles/<name>``, one row per averaging interval, default an hour)
     cell centres (nz): ``thl, qt, ql, thv, u, v, e12, cfrac`` (fraction of cells with ``ql > 0``;
@@ -24,6 +26,10 @@ Profiles (``profiles/<name>``, one row per averaging interval, default an hour)
     ``(n T, (n+1) T]`` (the first ``[0, T]``): a sample exactly at an interval's end belongs to the
     interval it ends, so a 6-hour run has hours 1-6 and no extra "hour 7" holding only the sample
     at t = 6 h.
+
+Initial profiles (``initial/<name>``, cell centres; the time in the group's ``time`` attribute):
+the state the run started from (``sample(ctx, initial=True)`` before the first step, else the
+first sample), drawn beside the hourly means. Not part of the series or the averages.
 
 :meth:`Statistics.write` writes an HDF5 file atomically from rank 0 (a temporary name in the same
 folder, then ``os.replace``).
@@ -69,10 +75,16 @@ class Statistics:
         self.time: list[float] = []
         self.series: dict[str, list[float]] = {k: [] for k in SERIES}
         self._intervals: dict[int, dict] = {}          # interval index -> {"n": samples, name: sum}
+        self.initial: dict | None = None               # the first sample's cell profiles, and "time"
+        self.rho_surface: float | None = None          # base-state density of the first level (kg/m^3)
 
     # -------------------------------------------------------------------------------- sampling
-    def sample(self, ctx) -> dict:
+    def sample(self, ctx, initial: bool = False) -> dict:
         """Reduce the current state to slab means and record them. Collective.
+
+        ``initial=True`` records only the cell-centre profiles, as the run's initial state
+        (``initial/<name>`` in the file): call it once before the first step. Without it the
+        first sample's profiles stand for the initial state.
 
         Reads ``ctx.fields`` (``u, v, w, thl, qt, e12`` where present), ``ctx.base`` (``presf``,
         ``exnf``, ``rhof``: ``ql`` and ``thv`` are recomputed from the current ``thl, qt``; dry
@@ -109,6 +121,8 @@ class Statistics:
             add("_cloudcol", xp.where(xp.any(cloudy, axis=-1), one[..., 0], zero[..., 0]))
             rho = getattr(ctx.base, "rhof", None)
             add("_lwp", xp.sum(ql * (dzf if rho is None else rho * dzf), axis=-1))
+            if rho is not None and self.rho_surface is None:       # (once: surface fluxes in W/m^2)
+                self.rho_surface = float(np.asarray(_host(rho[:1]))[0])
         w = f.get("w")
         scal = {"thl": thl, "qt": f.get("qt"), "thv": thv}
         ekh = d.get("ekh")
@@ -139,13 +153,17 @@ class Statistics:
             m["u"] = m["u"] + cu
         if "v" in m:
             m["v"] = m["v"] + cv
-        return self._record(float(getattr(ctx, "t", 0.0)), m, scal)
+        return self._record(float(getattr(ctx, "t", 0.0)), m, scal, initial)
 
-    def _record(self, t: float, m: dict, scal: dict) -> dict:
+    def _record(self, t: float, m: dict, scal: dict, initial: bool = False) -> dict:
         g = self.grid
         zf, zh = np.asarray(g.zf, dtype=np.float64), np.asarray(g.zh, dtype=np.float64)
         nz = g.nz
         out = {n: m[n] for n in CELL_PROFILES if n in m}
+        if initial or self.initial is None:
+            self.initial = {"time": t, **{n: np.array(v) for n, v in out.items()}}
+            if initial:
+                return out
         ts = {k: math.nan for k in SERIES}
         if "cfrac" in m:
             cf = m["cfrac"]
@@ -239,6 +257,8 @@ class Statistics:
             with h5py.File(tmp, "w") as f:
                 f.attrs.update({"nx": g.nx, "ny": g.ny, "nz": g.nz, "xsize": g.xsize, "ysize": g.ysize,
                                 "interval": self.interval, "definitions": __doc__})
+                if self.rho_surface is not None:
+                    f.attrs["rho_surface"] = self.rho_surface
                 for k, v in attrs.items():
                     f.attrs[k] = v
                 f["zf"] = np.asarray(g.zf, dtype=np.float64)
@@ -249,6 +269,12 @@ class Statistics:
                 pr = f.create_group("profiles")
                 for k, v in self.profiles().items():
                     pr[k] = v
+                if self.initial is not None:
+                    ini = f.create_group("initial")
+                    ini.attrs["time"] = self.initial["time"]
+                    for k, v in self.initial.items():
+                        if k != "time":
+                            ini[k] = v
             os.replace(tmp, path)
         finally:
             if tmp.exists():

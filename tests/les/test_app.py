@@ -127,6 +127,12 @@ def test_bomex_small_runs_writes_statistics_and_plots(run, tmp_path):
         t = f["timeseries/time"][()]
         assert np.allclose(t, [30, 60, 90, 120])
         assert np.allclose(f["timeseries/wthl_s"][()], 8e-3) and np.allclose(f["timeseries/ustar"][()], 0.28)
+        # the initial state, sampled before the first step: the case's profiles plus small perturbations
+        from hpcsuite.les.cases import bomex_profiles
+        assert f["initial"].attrs["time"] == 0.0
+        ref = bomex_profiles(f["zf"][()])
+        assert np.abs(f["initial/thl"][()] - ref["thl"]).max() < 0.03
+        assert np.abs(f["initial/qt"][()] - ref["qt"]).max() < 1e-5 and np.all(f["initial/ql"][()] == 0.0)
     with h5py.File(out / "fields.h5", "r") as f:
         assert set(f) == {"u", "v", "w", "thl", "qt", "e12", "ql"}
         assert f["w"].shape == (12, 12, 65) and np.all(f["w"][:, :, 0] == 0) and np.all(f["w"][:, :, -1] == 0)
@@ -152,6 +158,26 @@ def test_bomex_small_runs_writes_statistics_and_plots(run, tmp_path):
         assert (out / "plots" / png).stat().st_size > 1000
 
 
+@pytest.mark.skipif(not gpu_status()[0], reason="no usable GPU")
+def test_bomex_small_on_the_gpu_gives_the_cpu_statistics(run, tmp_path):
+    """The moist case end to end on the GPU (every physics term, the statistics' device reductions):
+    the time series, hourly profiles, initial state and surface density of the CPU run, to rounding."""
+    out = {}
+    for dev in ("cpu", "gpu"):
+        d = write(tmp_path, "bomex_small", f"{dev}.toml", **dict(SMALL, **{
+            "time.t_end": 600.0, "output.stats_every": 60.0, "output.sections_every": 0.0, "app.device": dev,
+            "output.dir": str(tmp_path / dev)}))
+        p = run([HPCSUITE, "run", "-q", d], timeout=300)
+        assert p.returncode == 0, p.stderr
+        with h5py.File(tmp_path / dev / "stats.h5", "r") as f:
+            out[dev] = {f"{g}/{k}": f[g][k][()] for g in ("timeseries", "profiles", "initial") for k in f[g]}
+            out[dev]["rho_surface"] = f.attrs["rho_surface"]
+    assert out["cpu"].keys() == out["gpu"].keys() and out["cpu"]["timeseries/time"].size == 10
+    for k, ref in out["cpu"].items():
+        scale = np.nanmax(np.abs(ref)) if np.any(np.isfinite(ref)) else 0.0
+        np.testing.assert_allclose(out["gpu"][k], ref, rtol=1e-9, atol=1e-9 * scale, equal_nan=True, err_msg=k)
+
+
 def test_bomex_restart_is_bit_identical(run, tmp_path):
     small = dict(SMALL, **{"time.t_end": 90.0, "output.stats_every": 30.0, "output.sections_every": 0.0})
     ref = write(tmp_path, "bomex_small", "ref.toml", **small, **{"output.dir": str(tmp_path / "ref")})
@@ -173,6 +199,9 @@ def test_bomex_restart_is_bit_identical(run, tmp_path):
             assert np.array_equal(a["timeseries"][k][()], b["timeseries"][k][()], equal_nan=True), k
         for k in a["profiles"]:
             assert np.array_equal(a["profiles"][k][()], b["profiles"][k][()], equal_nan=True), k
+        assert a["initial"].attrs["time"] == b["initial"].attrs["time"] == 0.0 and set(a["initial"]) == set(b["initial"])
+        for k in a["initial"]:
+            assert np.array_equal(a["initial"][k][()], b["initial"][k][()]), k
     assert not ck.exists() and not (tmp_path / "ck.h5.outputs.pkl").exists()
 
 

@@ -14,6 +14,8 @@ from hpcsuite.les.plot import plot_run   # noqa: E402
 def _synthetic_run(folder, with_xsec=True):
     grid = Grid.uniform(16, 16, 20, 1600.0, 1600.0, 2000.0)
     stats = Statistics(Team.world(), grid)
+    if with_xsec:
+        stats.rho_surface = 1.16           # surface fluxes in W/m^2 (without it: kinematic)
     zf, zh = grid.zf, grid.zh
     for i, t in enumerate(np.arange(0, 3 * 3600 + 1, 900.0)):
         ql = 1e-3 * np.exp(-((zf - 800) / 200) ** 2) * (0.5 + 0.1 * i)
@@ -23,6 +25,8 @@ def _synthetic_run(folder, with_xsec=True):
                "_wthl": 0.01 * np.sin(np.pi * zh / 2000), "_thlh": 0 * zh,
                "_wqt": 1e-5 * np.cos(np.pi * zh / 4000), "_qth": 0 * zh,
                "_sfc_wthl_s": [0.008], "_sfc_ustar": [0.28]}
+        if i == 0:
+            stats._record(0.0, {k: np.asarray(v, dtype=float) for k, v in out.items()}, {}, initial=True)
         stats._record(float(t), {k: np.asarray(v, dtype=float) for k, v in out.items()}, {})
     stats.write(folder / "stats.h5")
     if with_xsec:
@@ -50,6 +54,9 @@ def test_plot_run_writes_three_non_empty_pngs(tmp_path):
         img = mpimg.imread(p)
         assert img.ndim == 3 and img.shape[0] > 300 and img[..., :3].std() > 0.05     # not blank
     assert not [p for p in (tmp_path / "png").iterdir() if p.name.startswith(".")]
+    with h5py.File(run / "stats.h5", "r") as f:      # the initial state is its own group, not a sample
+        assert f["initial"].attrs["time"] == 0.0 and f["timeseries/time"][0] == 0.0
+        assert f["profiles/nsamples"][0] == 5 and f["timeseries/time"].size == 13 and "w2" not in f["initial"]
 
 
 def test_plot_run_without_crosssection_and_errors(tmp_path):

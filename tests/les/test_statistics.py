@@ -40,7 +40,7 @@ def _reference(grid, f, ekh, base):
     r = {"cloud_cover": cloudy.any(axis=2).mean(), "cloud_base": zf[levels[0]], "cloud_top": zf[levels[-1]],
          "cfrac_max": cloudy.mean(axis=(0, 1)).max(),
          "lwp": 1e3 * (ql * np.asarray(base.rhof) * dzf).sum(axis=2).mean(),
-         "thl": f["thl"].mean(axis=(0, 1)), "ql": ql.mean(axis=(0, 1)), "cfrac": cloudy.mean(axis=(0, 1))}
+         "thl": f["thl"].mean(axis=(0, 1)), "qt": f["qt"].mean(axis=(0, 1)), "ql": ql.mean(axis=(0, 1)), "cfrac": cloudy.mean(axis=(0, 1))}
     mthv = thv.mean(axis=(0, 1))
     r["zi"] = zh[1 + np.argmax(np.diff(mthv) / np.diff(zf))]
     for name, s in (("thl", f["thl"]), ("thv", thv)):
@@ -71,6 +71,7 @@ def test_statistics_match_numpy_on_the_global_fields(team, shared_tmp):
         surface.PrescribedSurface({"wthl": 0.06, "wqt": 5e-5, "ustar": 0.3})(ctx)
         ctx.diag["ekh"] = local_block(ctx.grid, ekh)
         stats = stats or Statistics(team, grid)
+        rho0 = rho0 if t > 1800.0 else float(np.asarray(base.rhof)[0])     # the first sample's
         got = stats.sample(ctx)
         ref = _reference(grid, f, ekh, base)
         samples.append(ref)
@@ -92,6 +93,10 @@ def test_statistics_match_numpy_on_the_global_fields(team, shared_tmp):
         np.testing.assert_allclose(h["profiles/thl"][0], 0.5 * (samples[0]["thl"] + samples[1]["thl"]), rtol=1e-13)
         np.testing.assert_allclose(h["profiles/wthl"][1], samples[2]["wthl"], rtol=1e-10, atol=1e-15)
         assert h["profiles/wthl"].shape == (2, NZ + 1) and h.attrs["case"] == "test"
+        assert h.attrs["rho_surface"] == rho0
+        assert h["initial"].attrs["time"] == 1800.0 and "w2" not in h["initial"]     # cell profiles only
+        np.testing.assert_allclose(h["initial/thl"][()], samples[0]["thl"], rtol=1e-13)
+        np.testing.assert_allclose(h["initial/qt"][()], samples[0]["qt"], rtol=1e-13)
     assert [p.name for p in shared_tmp.iterdir() if p.name.startswith(".")] == []      # no temporaries
 
 
