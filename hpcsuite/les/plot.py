@@ -217,9 +217,11 @@ def _crosssection(path: Path, out: Path) -> Path:
         x = g["x"][()] if "x" in g else f["x"][()]
         z = g["z"][()] if "z" in g else f["z"][()]
         tt = g["time"][()] if "time" in g else None
+        yy = g["y"][()] if "y" in g else None           # the row the section goes through
     if ql.ndim == 3:
         ql = ql[-1]
         tt = None if tt is None else np.ravel(tt)[-1]
+    yy = None if yy is None or np.size(yy) == 0 else float(np.ravel(yy)[-1])
     if ql.shape == (z.size, x.size) and ql.shape != (x.size, z.size):
         ql = ql.T
     if ql.shape != (x.size, z.size):
@@ -231,5 +233,6 @@ def _crosssection(path: Path, out: Path) -> Path:
     fig.colorbar(m, ax=ax, label=r"$q_l$ (g/kg)")
     ax.set_xlabel("x (km)")
     ax.set_ylabel("z (m)")
-    ax.set_title("Cloud liquid water, x-z cross-section" + ("" if tt is None else f" at {float(tt) / 3600:.2f} h"))
+    where = ([] if yy is None else [f"y = {yy / 1e3:.3g} km"]) + ([] if tt is None else [f"t = {float(tt) / 3600:.2f} h"])
+    ax.set_title("Cloud liquid water, x-z cross-section" + (f" at {', '.join(where)}" if where else ""))
     return _save(fig, out)
