@@ -484,6 +484,11 @@ def run(deck, ctx) -> int:
         write_fields(out / "fields.h5", model.store, attrs=attrs, extra=extra)
         log.info(f"wrote {out / 'fields.h5'} ({', '.join(model.store.names + list(extra))})")
     _finish_outputs(deck, model, stats, sections, out)
+    if stats is not None and deck.case.kind == "bomex":
+        from hpcsuite.les.cases import bomex_summary
+        line = bomex_summary(stats.timeseries())      # None for runs that stop before 6 h
+        if line:
+            log.result(line)
     if ckpt and team.rank == 0:
         Path(ckpt).unlink(missing_ok=True)             # finished: nothing to continue
         outputs_state_path(ckpt).unlink(missing_ok=True)
@@ -494,7 +499,7 @@ def run(deck, ctx) -> int:
 
 def _finish_outputs(deck, model, stats, sections, out: Path) -> None:
     if stats is not None:
-        stats.write(out / "stats.h5")
+        stats.write(out / "stats.h5", attrs={"case": deck.case.kind})
     if sections is not None:
         sections.write(out / "sections.h5")
 

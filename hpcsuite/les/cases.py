@@ -24,7 +24,7 @@ import numpy as np
 
 from ..runtime import InputError
 
-__all__ = ["bomex_profiles", "BOMEX", "BOMEX_REFERENCE", "compare_bomex", "format_comparison", "cbl_profiles",
+__all__ = ["bomex_profiles", "BOMEX", "BOMEX_REFERENCE", "compare_bomex", "bomex_summary", "format_comparison", "cbl_profiles",
            "encroachment_height", "read_dales_case", "write_dales_case", "dales_heights",
            "read_dales_file", "PROF_COLUMNS", "LSCALE_COLUMNS", "profiles_for_model"]
 
@@ -162,6 +162,25 @@ def compare_bomex(stats, hours=(3.0, 6.0)) -> list[dict]:
         rows.append({"name": name, "value": val, "low": lo, "high": hi, "unit": unit,
                      "ok": bool(lo <= val <= hi)})
     return rows
+
+
+def bomex_summary(stats, hours=(3.0, 6.0)) -> str | None:
+    """One line comparing a run's ``hours`` window with :data:`BOMEX_REFERENCE`, or ``None`` when
+    the statistics do not reach the window's end (a shorter run says nothing about hours 3-6).
+    ``stats``: as for :func:`compare_bomex`. Local."""
+    ts = _load_timeseries(stats)
+    t = np.asarray(ts.get("time", ()), dtype=np.float64)
+    if t.size == 0 or t.max() < hours[1] * 3600.0 - 1e-6:
+        return None
+    rows = compare_bomex(ts, hours)
+    parts = []
+    for r in rows:
+        unit = "" if r["unit"] == "1" else f" {r['unit']}"
+        parts.append(f"{r['name']} {r['value']:.4g}{unit} ({r['low']:g}-{r['high']:g}: "
+                     f"{'within' if r['ok'] else 'OUTSIDE'})")
+    n_ok = sum(r["ok"] for r in rows)
+    return (f"BOMEX hours {hours[0]:g}-{hours[1]:g} against the intercomparison (Siebesma et al. 2003): "
+            + "; ".join(parts) + f"; {n_ok} of {len(rows)} within")
 
 
 def format_comparison(rows) -> str:

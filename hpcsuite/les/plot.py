@@ -103,9 +103,11 @@ def plot_run(path, outdir) -> list[Path]:
             prof["_interval_h"] = float(f.attrs["interval"]) / 3600.0
         ts = {k: f["timeseries"][k][()] for k in f["timeseries"]}
         rho_s = float(f.attrs["rho_surface"]) if "rho_surface" in f.attrs else None
+        case = f.attrs.get("case", "")
+        case = case.decode() if isinstance(case, bytes) else str(case)
     if prof and zf is not None:
         written.append(_profiles(prof, zf, zh, outdir / "profiles.png", init))
-    written.append(_timeseries(ts, outdir / "timeseries.png", rho_s))
+    written.append(_timeseries(ts, outdir / "timeseries.png", rho_s, bomex=case == "bomex"))
     if xsec is not None:
         written.append(_crosssection(xsec, outdir / "crosssection.png"))
     return written
@@ -163,9 +165,15 @@ def _profile_rows(prof) -> tuple[list[int], list[str]]:
     return rows, [f"hours {max(0.0, hours[i] - width):g}-{hours[i]:g}" for i in rows]
 
 
-def _timeseries(ts, out: Path, rho_s: float | None = None) -> Path:
+def _timeseries(ts, out: Path, rho_s: float | None = None, bomex: bool = False) -> Path:
+    return _save(_timeseries_figure(ts, rho_s, bomex), out)
+
+
+def _timeseries_figure(ts, rho_s: float | None = None, bomex: bool = False):
     """Cloud cover, cloud heights, LWP and the surface fluxes; the fluxes in W/m^2 when the
-    surface density is known (else kinematic), the friction velocity on its own axis."""
+    surface density is known (else kinematic), the friction velocity on its own axis. A BOMEX run
+    that reaches 6 h also gets the intercomparison's hours 3-6 ranges as shaded boxes."""
+    from .cases import BOMEX_REFERENCE
     from .thermo import CP, LV
     t = np.asarray(ts.get("time", []), dtype=float) / 3600.0
     ts = dict(ts)
@@ -185,16 +193,27 @@ def _timeseries(ts, out: Path, rho_s: float | None = None) -> Path:
     fig = _figure(figsize=(12, 7), layout="constrained")
     axes = fig.subplots(2, 2).ravel()
 
+    drawn = {}                               # series key -> (axes, line colour)
+
     def draw(ax, series, **kw):
         for key, label in series:
             if key in ts and np.size(ts[key]) == t.size and np.any(np.isfinite(ts[key])):
-                ax.plot(t, ts[key], label=label, **kw)
+                line, = ax.plot(t, ts[key], label=label, **kw)
+                drawn[key] = (ax, line.get_color())
 
     for ax, (ylabel, series) in zip(axes, groups):
         draw(ax, series)
         ax.set_xlabel("time (h)")
         ax.set_ylabel(ylabel)
         ax.grid(alpha=0.3)
+    if bomex and t.size and t.max() >= 6.0 - 1e-9:
+        labelled = set()
+        for key, (lo, hi, _unit, _what) in BOMEX_REFERENCE.items():
+            if key in drawn:
+                ax, colour = drawn[key]
+                ax.fill_between([3.0, 6.0], lo, hi, color=colour, alpha=0.12, lw=0,
+                                label=None if ax in labelled else "intercomparison range, hours 3-6")
+                labelled.add(ax)
     axes[3].set_ylim(bottom=min(0.0, axes[3].get_ylim()[0]))
     right = axes[3].twinx()                  # u* (m/s) is not a flux: its own axis
     draw(right, [("ustar", "u* (m/s), right axis")], color="0.4", ls=":")
@@ -206,7 +225,7 @@ def _timeseries(ts, out: Path, rho_s: float | None = None) -> Path:
         if handles[0]:
             ax.legend(*handles, fontsize="small")
     fig.suptitle("Time series")
-    return _save(fig, out)
+    return fig
 
 
 def _crosssection(path: Path, out: Path) -> Path:

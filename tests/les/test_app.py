@@ -3,6 +3,7 @@ exact solutions (HDF5 output read back serially), bad decks rejected before the 
 naming the key, checkpoint/restart continuing bit-identically, and blow-up detection that keeps the
 last good checkpoint."""
 import math
+import re
 
 import h5py
 import numpy as np
@@ -176,6 +177,21 @@ def test_bomex_small_on_the_gpu_gives_the_cpu_statistics(run, tmp_path):
     for k, ref in out["cpu"].items():
         scale = np.nanmax(np.abs(ref)) if np.any(np.isfinite(ref)) else 0.0
         np.testing.assert_allclose(out["gpu"][k], ref, rtol=1e-9, atol=1e-9 * scale, equal_nan=True, err_msg=k)
+
+
+def test_a_6_hour_bomex_run_ends_with_the_intercomparison_summary(run, tmp_path):
+    """A coarse 4 x 4 x 10 BOMEX for 6 h (seconds): the last result line compares hours 3-6 with the
+    intercomparison ranges; the statistics file names the case (the plots shade those ranges)."""
+    d = write(tmp_path, "bomex_small", **{"grid.nx": 4, "grid.ny": 4, "grid.xsize": 2000.0, "grid.ysize": 2000.0,
+                                          "grid.nz": 10, "time.t_end": 21600.0, "output.stats_every": 3600.0,
+                                          "output.sections_every": 0.0, "output.fields": False,
+                                          "output.dir": str(tmp_path / "o")})
+    p = run([HPCSUITE, "run", "-q", d], timeout=300)
+    assert p.returncode == 0, p.stderr
+    line = [ln for ln in p.stdout.splitlines() if "BOMEX hours 3-6 against the intercomparison" in ln]
+    assert len(line) == 1 and re.search(r"; [0-6] of 6 within$", line[0]), p.stdout
+    with h5py.File(tmp_path / "o" / "stats.h5", "r") as f:
+        assert f.attrs["case"] == "bomex" and f["timeseries/time"][-1] == 21600.0
 
 
 def test_bomex_restart_is_bit_identical(run, tmp_path):

@@ -131,3 +131,12 @@ def test_compare_bomex_flags_values_outside_the_ranges():
     assert "Siebesma" in cases.BOMEX_REFERENCE_SOURCE
     table = cases.format_comparison(list(rows.values()))
     assert "| cloud_base | 900 | 400 - 700 | m | NO |" in table and "| lwp | n/a |" in table
+    # the app's one-line summary at the end of a BOMEX run; nothing for a run that stops before 6 h
+    line = cases.bomex_summary(good)
+    assert line.startswith("BOMEX hours 3-6 against the intercomparison (Siebesma et al. 2003): ")
+    assert "cloud_base 520 m (400-700: within)" in line and "cloud_cover 0.1 (0.04-0.2: within)" in line
+    assert line.endswith("; 6 of 6 within")
+    line = cases.bomex_summary(bad)
+    assert "cloud_base 900 m (400-700: OUTSIDE)" in line and "lwp nan g/m^2" in line and line.endswith("4 of 6 within")
+    short = {k: (v[t <= 5 * 3600] if v.shape == t.shape else v) for k, v in good.items()}
+    assert cases.bomex_summary(short) is None
