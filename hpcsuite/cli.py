@@ -21,6 +21,7 @@ examples:
   hpcsuite submit j.sbatch inputs/heat3d.toml    check and queue it
   hpcsuite stage up --backend rados --dir D      a Ceph cluster on RAM for this job
   hpcsuite les plot les_bomex_small             PNG plots of an LES run (profiles, clouds)
+  hpcsuite les compare les_bomex                a BOMEX run against the intercomparison
 
 exit codes: 0 success, 2 bad input (deck or arguments), 1 a failure while running
 """
@@ -134,15 +135,24 @@ def build_parser() -> argparse.ArgumentParser:
     from .staging.commands import add_parser as add_stage_parser
     add_stage_parser(sub)
 
-    le = sub.add_parser("les", help="tools for LES runs (plots)",
+    le = sub.add_parser("les", help="tools for LES runs (plots, BOMEX comparison)",
                         description="Tools for runs of the les application (apps/les.py).",
                         epilog="examples:\n  hpcsuite les plot les_bomex_small\n"
-                               "  hpcsuite les plot les_cbl -o figures/cbl",
+                               "  hpcsuite les plot les_cbl -o figures/cbl\n"
+                               "  hpcsuite les compare les_bomex              # hours 3-6 vs the intercomparison",
                         formatter_class=argparse.RawDescriptionHelpFormatter)
     lsub = le.add_subparsers(dest="les_command", metavar="ACTION", parser_class=_Parser)
     lp = lsub.add_parser("plot", help="profiles, time series and a cloud cross-section as PNG")
     lp.add_argument("run", metavar="RUN", help="the run's output folder ([output] dir) or its stats file")
     lp.add_argument("-o", "--outdir", help="folder for the PNGs (default: RUN/plots)")
+    lc = lsub.add_parser("compare", help="a BOMEX run's statistics against the intercomparison's ranges",
+                         description="Print a Markdown table of the run's mean cloud base, cloud top, cloud "
+                         "cover, liquid water path, inversion height and largest cloud fraction over a "
+                         "window of hours, each beside the range of the BOMEX LES intercomparison "
+                         "(Siebesma et al. 2003, hours 3-6).")
+    lc.add_argument("run", metavar="RUN", help="the run's output folder ([output] dir) or its stats file")
+    lc.add_argument("--hours", nargs=2, type=float, default=(3.0, 6.0), metavar=("FROM", "TO"),
+                    help="the averaging window in hours (default: 3 6, the intercomparison's)")
 
     i = sub.add_parser("info", help="versions, MPI, parallel HDF5, GPU and SLURM environment",
                        description="Print what this installation has: Python and library versions, the "
@@ -277,12 +287,15 @@ def cmd_stage(args) -> int:
 
 
 def cmd_les(args) -> int:
-    """``hpcsuite les plot RUN``: draw the run's plots on this (one) process."""
-    if args.les_command != "plot":
-        return _fail("les: give an action, e.g. 'hpcsuite les plot RUN'")
+    """``hpcsuite les plot RUN``: draw the run's plots on this (one) process; ``hpcsuite les compare
+    RUN``: the BOMEX comparison table."""
+    if args.les_command not in ("plot", "compare"):
+        return _fail("les: give an action, e.g. 'hpcsuite les plot RUN' or 'hpcsuite les compare RUN'")
     from pathlib import Path
 
     from .runtime import InputError
+    if args.les_command == "compare":
+        return _les_compare(args)
     try:
         from .les.plot import plot_run
         run = Path(args.run)
@@ -292,6 +305,34 @@ def cmd_les(args) -> int:
         return _fail(str(exc))
     for w in written:
         print(f"wrote {w}")
+    return 0
+
+
+def _les_compare(args) -> int:
+    import numpy as np
+
+    from .les.cases import compare_bomex, format_comparison
+    from .les.plot import find_files
+    from .runtime import InputError
+    h0, h1 = args.hours
+    if not 0 <= h0 < h1:
+        return _fail(f"les compare: --hours {h0:g} {h1:g}: give FROM < TO, both >= 0")
+    try:
+        stats, _ = find_files(args.run)
+        rows = compare_bomex(stats, (h0, h1))
+    except InputError as exc:
+        return _fail(str(exc))
+    import h5py
+    with h5py.File(stats, "r") as f:
+        t = f["timeseries/time"][()]
+        case = f.attrs.get("case", "")
+    print(f"# {stats}: hours {h0:g}-{h1:g}" + (f", case {case}" if case else ""))
+    if t.size == 0 or t.max() < h1 * 3600.0 - 1e-6:
+        end = "no samples" if t.size == 0 else f"samples end at {t.max() / 3600.0:.3g} h"
+        print(f"# note: {end}, before the window's end ({h1:g} h): the means cover less than the window")
+    print(format_comparison(rows, (h0, h1)))
+    print(f"\n{sum(r['ok'] for r in rows)} of {len(rows)} within the ranges"
+          + ("" if all(np.isfinite(r["value"]) for r in rows) else " (n/a: no value in the window)"))
     return 0
 
 

@@ -183,9 +183,10 @@ def bomex_summary(stats, hours=(3.0, 6.0)) -> str | None:
             + "; ".join(parts) + f"; {n_ok} of {len(rows)} within")
 
 
-def format_comparison(rows) -> str:
-    """The rows of :func:`compare_bomex` as a Markdown table (for ``bench/RESULTS.md``). Local."""
-    lines = ["| quantity | hours 3-6 | reference range | unit | within |",
+def format_comparison(rows, hours=(3.0, 6.0)) -> str:
+    """The rows of :func:`compare_bomex` (over ``hours``) as a Markdown table (for
+    ``bench/RESULTS.md``). Local."""
+    lines = [f"| quantity | hours {hours[0]:g}-{hours[1]:g} | reference range (hours 3-6) | unit | within |",
              "|---|---|---|---|---|"]
     for r in rows:
         val = "n/a" if not np.isfinite(r["value"]) else f"{r['value']:.4g}"

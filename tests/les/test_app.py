@@ -192,6 +192,21 @@ def test_a_6_hour_bomex_run_ends_with_the_intercomparison_summary(run, tmp_path)
     assert len(line) == 1 and re.search(r"; [0-6] of 6 within$", line[0]), p.stdout
     with h5py.File(tmp_path / "o" / "stats.h5", "r") as f:
         assert f.attrs["case"] == "bomex" and f["timeseries/time"][-1] == 21600.0
+    # the same comparison as a table, from the command line; the run's own line said the same
+    p = run([HPCSUITE, "les", "compare", tmp_path / "o"])
+    assert p.returncode == 0, p.stderr
+    assert "| quantity | hours 3-6 | reference range (hours 3-6) | unit | within |" in p.stdout
+    n_within = int(re.search(r"; ([0-6]) of 6 within$", line[0]).group(1))
+    assert f"\n{n_within} of 6 within the ranges" in p.stdout
+    base = float(re.search(r"cloud_base ([0-9.]+) m", line[0]).group(1))
+    assert re.search(rf"\| cloud_base \| {base:.4g} \| 400 - 700 \| m \| (yes|NO) \|", p.stdout)
+    p = run([HPCSUITE, "les", "compare", tmp_path / "o", "--hours", "1", "2"])
+    assert p.returncode == 0 and "| hours 1-2 |" in p.stdout and "note:" not in p.stdout
+    p = run([HPCSUITE, "les", "compare", tmp_path / "o", "--hours", "5", "7"])
+    assert p.returncode == 0 and "# note: samples end at 6 h, before the window's end (7 h)" in p.stdout
+    for bad, msg in ((["--hours", "3", "1"], "give FROM < TO"), ([], "no such run folder")):
+        p = run([HPCSUITE, "les", "compare", tmp_path / ("o" if bad else "missing"), *bad])
+        assert p.returncode == 2 and msg in p.stderr and len(p.stderr.strip().splitlines()) == 1, p.stderr
 
 
 def test_bomex_restart_is_bit_identical(run, tmp_path):
