@@ -187,7 +187,10 @@ def _timeseries_figure(ts, rho_s: float | None = None, bomex: bool = False):
                                                ("wqt_s", r"$w'q_t'$ (kg/kg m/s)")])
     groups = [("cloud cover", [("cloud_cover", "cover"), ("cfrac_max", "max. cloud fraction")]),
               ("height (m)", [("cloud_base", "cloud base"), ("cloud_top", "cloud top"),
-                              ("zi", "inversion (max dthv/dz)")]),
+                              ("zi", "inversion (max dthv/dz)")]
+               # dry runs: also the entrainment level (in a cumulus layer it jumps between levels)
+               + ([] if np.any(np.isfinite(ts.get("cloud_cover", np.nan))) else
+                  [("zi_flux", "entrainment level (min w'thv')")])),
               ("LWP (g/m$^2$)", [("lwp", "liquid water path")]),
               fluxes]
     fig = _figure(figsize=(12, 7), layout="constrained")
@@ -206,6 +209,9 @@ def _timeseries_figure(ts, rho_s: float | None = None, bomex: bool = False):
         ax.set_xlabel("time (h)")
         ax.set_ylabel(ylabel)
         ax.grid(alpha=0.3)
+        if not ax.lines:                     # e.g. the cloud panels of a dry run
+            ax.text(0.5, 0.5, "not in this run's statistics", transform=ax.transAxes, ha="center",
+                    va="center", color="0.4")
     if bomex and t.size and t.max() >= 6.0 - 1e-9:
         labelled = set()
         for key, (lo, hi, _unit, _what) in BOMEX_REFERENCE.items():
