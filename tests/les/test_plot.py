@@ -117,3 +117,15 @@ def test_timeseries_of_a_6_hour_bomex_run_shows_the_intercomparison_ranges():
     assert fluxes["sensible"] == pytest.approx(1.16 * 1004.0 * 8e-3) and fluxes["latent"] == pytest.approx(1.16 * 2.53e6 * 5.2e-5)
     kinematic = {ln.get_label() for ln in _timeseries_figure(ts).axes[3].lines}
     assert kinematic == {r"$w'\theta_l'$ (K m/s)", r"$w'q_t'$ (kg/kg m/s)"}
+
+
+def test_timeseries_of_a_dry_run_shows_the_entrainment_level_and_says_what_is_missing():
+    from hpcsuite.les.plot import _timeseries_figure
+    t = np.arange(0.0, 3600 + 1, 600.0)
+    dry = {"time": t, "cloud_cover": np.full_like(t, np.nan), "zi": 500 + 0.05 * t, "zi_flux": 450 + 0.05 * t,
+           "wthl_s": 0.1 + 0 * t}
+    fig = _timeseries_figure(dry)
+    assert [ln.get_label() for ln in fig.axes[1].lines] == ["inversion (max dthv/dz)", "entrainment level (min w'thv')"]
+    assert [tx.get_text() for tx in fig.axes[0].texts] == ["not in this run's statistics"]
+    moist = dict(dry, cloud_cover=0.1 + 0 * t)            # with clouds the entrainment level is left out
+    assert "entrainment level (min w'thv')" not in [ln.get_label() for ln in _timeseries_figure(moist).axes[1].lines]
