@@ -42,6 +42,12 @@ def test_launch_count_and_launch_cost_scripts_run_on_the_cupy_stand_in():
     head = p.stdout.splitlines()[0]
     assert head.startswith("# launches per step") and 50 < int(head.rsplit(":", 1)[1]) < 1000, p.stdout
     assert "advection" in p.stdout and "halos" in p.stdout and "hpcsuite/" in p.stdout, p.stdout
+    p = run_cmd([sys.executable, ROOT / "bench/gpu_launches.py", "--shape", "8", "8", "6", "--host-cost"],
+                env=env, timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.startswith("# host time per step with no-op CUDA kernels") and "hpcsuite " in p.stdout, p.stdout
+    shares = [float(ln.split()[-4]) for ln in p.stdout.splitlines()[1:]]
+    assert len(shares) == 4 and abs(sum(shares) - 100.0) < 0.5, p.stdout
     p = run_cmd([sys.executable, ROOT / "bench/gpu_profile.py", "launches", "--n", "3", "--shape", "8", "8", "6",
                  "--timers-only"], env=env, timeout=120)
     assert p.returncode == 0, p.stderr
