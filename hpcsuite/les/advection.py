@@ -134,6 +134,8 @@ def face_velocities(ctx, name: str):
     Iw, Js = slice(h - 1, h + nxl), slice(h - 1, h + nyl)          # the same faces, one point back
     if name in ("u", "v", "w") and gpukernels.usable(u, v, w, zg.wlo, zg.whi):
         return gpukernels.face_velocities(xp, name, u, v, w, h, nxl, nyl, zg.wlo, zg.whi)
+    if name in ("u", "v", "w") and fused.ENABLED and all(isinstance(a, np.ndarray) for a in (u, v, w, zg.wlo, zg.whi)):
+        return fused.face_velocities(name, u, v, w, h, nxl, nyl, zg.wlo, zg.whi)      # (numba, one pass)
     if name == "w":
         # w points at zh[k]; faces in x at (i - 1/2, zh[k]): u interpolated to zh[k]
         a, b = zg.whi, zg.wlo                           # weights of u[k] (upper) and u[k-1]

@@ -18,7 +18,7 @@ import os
 import numba
 import numpy as np
 
-__all__ = ["ENABLED", "scalar_diffusion", "momentum_diffusion", "horizontal_advection", "advect_into", "edges",
+__all__ = ["ENABLED", "scalar_diffusion", "momentum_diffusion", "tke_sources", "face_velocities", "buoyancy", "horizontal_advection", "advect_into", "edges",
            "strain2", "tke_closure", "face_diffusivities", "rk_update", "coriolis", "subsidence",
            "projection_rhs", "subtract_gradient"]
 
@@ -29,12 +29,16 @@ ENABLED = os.environ.get("HPCSUITE_LES_FUSED", "1").strip() != "0"
 
 
 @numba.njit(parallel=True, fastmath=False, cache=True)
-def _scalar_diffusion(s, kx, ky, kz, kconst, dzf, dzh, dx2, dy2, fb, out):  # pragma: no cover - compiled
-    # out[i, j, k]: the tendency at core cell (i, j, k) = block cell (i + 1, j + 1, k). kx, ky, kz
-    # are the face diffusivities (shapes as in subgrid.ScalarDiffusion) or unused when kconst >= 0
-    ni, nj, nz = out.shape
-    for i in numba.prange(ni):
-        for j in range(nj):
+def _scalar_diffusion(s, kx, ky, kz, kconst, dzf, dzh, dx2, dy2, fb, out, extra, i0, j0, ni, nj, add):  # pragma: no cover
+    # the tendency at core cell (i, j, k) = block cell (i + 1, j + 1, k), for the core cells
+    # i0 .. i0 + ni - 1, j0 .. j0 + nj - 1. kx, ky, kz are the face diffusivities (shapes as in
+    # subgrid.ScalarDiffusion) or unused when kconst >= 0. extra (a block array, or empty) is added
+    # to it; then it is stored in out[i, j, k], or with add added to out's block cell (into tend)
+    nz = s.shape[2]
+    for a in numba.prange(ni):
+        i = i0 + a
+        for b in range(nj):
+            j = j0 + b
             for k in range(nz):
                 c = s[i + 1, j + 1, k]
                 if kconst >= 0.0:
@@ -58,22 +62,41 @@ def _scalar_diffusion(s, kx, ky, kz, kconst, dzf, dzh, dx2, dy2, fb, out):  # pr
                     gm = kk * (c - s[i + 1, j + 1, k - 1]) / dzh[k]
                 else:
                     gm = -fb[i + 1, j + 1] if fb.shape[0] > 0 else 0.0
-                out[i, j, k] = t + (gp - gm) / dzf[k]
+                val = t + (gp - gm) / dzf[k]
+                if extra.shape[0] > 0:
+                    val = val + extra[i + 1, j + 1, k]
+                if add:
+                    out[i + 1, j + 1, k] += val
+                else:
+                    out[i, j, k] = val
 
 
 _EMPTY2 = np.zeros((0, 0))
 _EMPTY3 = np.zeros((0, 0, 0))
 
 
-def scalar_diffusion(s, kx, ky, kz, dzf, dzh, dx2: float, dy2: float, flux_bottom=None):
+def scalar_diffusion(s, kx, ky, kz, dzf, dzh, dx2: float, dy2: float, flux_bottom=None, into=None, extra=None):
     """The core-shaped tendency ``div(K grad s)`` (see ``subgrid.ScalarDiffusion``) in one pass.
-    ``kx``, ``ky``, ``kz``: the face diffusivities, or one float for all. Local."""
-    out = np.empty((s.shape[0] - 2, s.shape[1] - 2, s.shape[2]))
+    ``kx``, ``ky``, ``kz``: the face diffusivities, or one float for all. Local.
+
+    ``into = (tend, h, nxl, nyl)``: add the tendency (plus the core of the block array ``extra``
+    when given) to the interior of the block array ``tend`` instead, computing only there, and
+    return None: the source's ``tend[interior] += tendency (+ extra)`` without the temporaries.
+    """
     const = isinstance(kx, float)
     fb = _EMPTY2 if flux_bottom is None else np.ascontiguousarray(flux_bottom, dtype=np.float64)
+    ex = _EMPTY3 if extra is None else extra
+    if into is None:
+        out = np.empty((s.shape[0] - 2, s.shape[1] - 2, s.shape[2]))
+        i0 = j0 = 0
+        ni, nj = out.shape[:2]
+    else:
+        out, h, ni, nj = into
+        i0 = j0 = h - 1
     _scalar_diffusion(s, _EMPTY3 if const else kx, _EMPTY3 if const else ky, _EMPTY3 if const else kz,
-                      float(kx) if const else -1.0, dzf, dzh, float(dx2), float(dy2), fb, out)
-    return out
+                      float(kx) if const else -1.0, dzf, dzh, float(dx2), float(dy2), fb, out, ex,
+                      i0, j0, int(ni), int(nj), into is not None)
+    return out if into is None else None
 
 
 @numba.njit(parallel=True, fastmath=False, cache=True)
@@ -126,12 +149,17 @@ def _tau_z(ekm, sz, i, j, di, dj, m, dzf, dzh, nx, ny):  # pragma: no cover - co
 
 
 @numba.njit(parallel=True, fastmath=False, cache=True)
-def _momentum_diffusion(u, v, w, ekm, suv, suw, svw, dzf, dzh, dx, dy, fuw, fvw, tu, tv, tw):  # pragma: no cover
+def _momentum_diffusion(u, v, w, ekm, suv, suw, svw, dzf, dzh, dx, dy, fuw, fvw, tu, tv, tw,
+                        i0, j0, ni, nj, add):  # pragma: no cover
+    # the core cells i0 .. i0 + ni - 1, j0 .. j0 + nj - 1 (block cells + 1); with add, added to the
+    # tendency blocks tu, tv (block cell) and tw (block cell, inner level m + 1)
     nx, ny, nz = u.shape
     c2x, c2y = 2.0 / dx ** 2, 2.0 / dy ** 2
-    for i in numba.prange(nx - 2):
+    for ai in numba.prange(ni):
+        i = i0 + ai
         bi = i + 1
-        for j in range(ny - 2):
+        for aj in range(nj):
+            j = j0 + aj
             bj = j + 1
             for k in range(nz):
                 # u: 2 ekm du/dx at centres, differenced in x (fx is zero on the rim)
@@ -144,7 +172,10 @@ def _momentum_diffusion(u, v, w, ekm, suv, suw, svw, dzf, dzh, dx, dy, fuw, fvw,
                     gm = _tau_z(ekm, suw, bi, bj, 1, 0, k - 1, dzf, dzh, nx, ny)
                 else:
                     gm = -fuw[bi, bj] if fuw.shape[0] > 0 else 0.0
-                tu[i, j, k] = t + (gp - gm) / dzf[k]
+                if add:
+                    tu[bi, bj, k] += t + (gp - gm) / dzf[k]
+                else:
+                    tu[i, j, k] = t + (gp - gm) / dzf[k]
                 # v
                 fyp = 0.0 if _rim(bi, bj, nx, ny) else ekm[bi, bj, k] * (v[bi, bj + 1, k] - v[bi, bj, k])
                 fym = 0.0 if _rim(bi, bj - 1, nx, ny) else ekm[bi, bj - 1, k] * (v[bi, bj, k] - v[bi, bj - 1, k])
@@ -155,7 +186,10 @@ def _momentum_diffusion(u, v, w, ekm, suv, suw, svw, dzf, dzh, dx, dy, fuw, fvw,
                     gm = _tau_z(ekm, svw, bi, bj, 0, 1, k - 1, dzf, dzh, nx, ny)
                 else:
                     gm = -fvw[bi, bj] if fvw.shape[0] > 0 else 0.0
-                tv[i, j, k] = t + (gp - gm) / dzf[k]
+                if add:
+                    tv[bi, bj, k] += t + (gp - gm) / dzf[k]
+                else:
+                    tv[i, j, k] = t + (gp - gm) / dzf[k]
             # w on the inner faces m + 1
             for m in range(nz - 1):
                 t = (_tau_z(ekm, suw, bi + 1, bj, 1, 0, m, dzf, dzh, nx, ny)
@@ -164,21 +198,125 @@ def _momentum_diffusion(u, v, w, ekm, suv, suw, svw, dzf, dzh, dx, dy, fuw, fvw,
                        - _tau_z(ekm, svw, bi, bj, 0, 1, m, dzf, dzh, nx, ny)) / dy
                 a = ekm[bi, bj, m + 1] * (w[bi, bj, m + 2] - w[bi, bj, m + 1]) / dzf[m + 1]
                 b = ekm[bi, bj, m] * (w[bi, bj, m + 1] - w[bi, bj, m]) / dzf[m]
-                tw[i, j, m] = t + (a - b) * 2.0 / dzh[m + 1]
+                if add:
+                    tw[bi, bj, m + 1] += t + (a - b) * 2.0 / dzh[m + 1]
+                else:
+                    tw[i, j, m] = t + (a - b) * 2.0 / dzh[m + 1]
 
 
-def momentum_diffusion(u, v, w, ekm, edges, dzf, dzh, dx: float, dy: float, flux_uw=None, flux_vw=None):
+def momentum_diffusion(u, v, w, ekm, edges, dzf, dzh, dx: float, dy: float, flux_uw=None, flux_vw=None,
+                       into=None):
     """Core-shaped tendencies ``(tu, tv, tw)`` of the subgrid stress divergence (see
-    ``subgrid.momentum_diffusion``; ``tw`` on the inner faces) in one pass. Local."""
+    ``subgrid.momentum_diffusion``; ``tw`` on the inner faces) in one pass. Local.
+
+    ``into = (tend_u, tend_v, tend_w, h, nxl, nyl)``: add them to the interiors of the tendency
+    blocks instead (``tw`` to the inner levels of ``tend_w``), computing only there; returns None.
+    """
     nx, ny, nz = u.shape
-    tu = np.empty((nx - 2, ny - 2, nz))
-    tv = np.empty((nx - 2, ny - 2, nz))
-    tw = np.empty((nx - 2, ny - 2, max(nz - 1, 0)))
+    if into is None:
+        tu = np.empty((nx - 2, ny - 2, nz))
+        tv = np.empty((nx - 2, ny - 2, nz))
+        tw = np.empty((nx - 2, ny - 2, max(nz - 1, 0)))
+        i0 = j0 = 0
+        ni, nj = nx - 2, ny - 2
+    else:
+        tu, tv, tw, h, ni, nj = into
+        i0 = j0 = h - 1
     suv, suw, svw = edges
     fuw = _EMPTY2 if flux_uw is None else np.ascontiguousarray(flux_uw, dtype=np.float64)
     fvw = _EMPTY2 if flux_vw is None else np.ascontiguousarray(flux_vw, dtype=np.float64)
-    _momentum_diffusion(u, v, w, ekm, suv, suw, svw, dzf, dzh, float(dx), float(dy), fuw, fvw, tu, tv, tw)
-    return tu, tv, tw
+    _momentum_diffusion(u, v, w, ekm, suv, suw, svw, dzf, dzh, float(dx), float(dy), fuw, fvw, tu, tv, tw,
+                        i0, j0, int(ni), int(nj), into is not None)
+    return (tu, tv, tw) if into is None else None
+
+
+@numba.njit(parallel=True, fastmath=False, cache=True)
+def _tke_sources(ekm, ekh, zlt, e12, n2, s2, delta, ce1, ce2, shear, buoy, diss, total):  # pragma: no cover
+    nx, ny, nz = ekm.shape
+    for i in numba.prange(nx):
+        for j in range(ny):
+            for k in range(nz):
+                e = e12[i, j, k]
+                sh = ekm[i, j, k] * (2.0 * s2[i, j, k]) / (2.0 * e)
+                bu = -ekh[i, j, k] * n2[i, j, k] / (2.0 * e)
+                di = -(ce1 + ce2 * zlt[i, j, k] / delta[k]) * (e * e) / (2.0 * zlt[i, j, k])
+                shear[i, j, k], buoy[i, j, k], diss[i, j, k] = sh, bu, di
+                total[i, j, k] = sh + bu + di
+
+
+def tke_sources(ekm, ekh, zlt, e12, n2, s2, delta, ce1: float, ce2: float):
+    """``(shear, buoyancy, dissipation, their sum)`` of ``subgrid.SubgridTKE.sources`` in one pass
+    (block arrays of ``ekm``'s shape; ``delta`` the filter width per level). Local."""
+    out = tuple(np.empty(ekm.shape) for _ in range(4))
+    _tke_sources(ekm, ekh, zlt, e12, n2, s2, delta, float(ce1), float(ce2), *out)
+    return out
+
+
+@numba.njit(parallel=True, fastmath=False, cache=True)
+def _face_w(u, v, w, wlo, whi, vx, vy, vz, h):  # pragma: no cover - compiled
+    # advection.face_velocities of w: u and v at the half levels (zero at the surface and the lid)
+    # on the x and y faces, w averaged to the full levels
+    nxl, nyl, nz = vz.shape
+    for a in numba.prange(nxl + 1):
+        i = h + a
+        for b in range(nyl + 1):
+            j = h + b
+            for k in range(nz + 1):
+                inner = k >= 1 and k <= nz - 1
+                if b < nyl:
+                    vx[a, b, k] = wlo[k - 1] * u[i, j, k - 1] + whi[k - 1] * u[i, j, k] if inner else 0.0
+                if a < nxl:
+                    vy[a, b, k] = wlo[k - 1] * v[i, j, k - 1] + whi[k - 1] * v[i, j, k] if inner else 0.0
+                if a < nxl and b < nyl and k < nz:
+                    vz[a, b, k] = 0.5 * (w[i, j, k] + w[i, j, k + 1])
+
+
+@numba.njit(inline="always")
+def _pair_means(s, out, h, di, dj):  # pragma: no cover - compiled
+    for a in numba.prange(out.shape[0]):
+        for b in range(out.shape[1]):
+            for k in range(out.shape[2]):
+                out[a, b, k] = 0.5 * (s[h + a - di, h + b - dj, k] + s[h + a, h + b, k])
+
+
+@numba.njit(parallel=True, fastmath=False, cache=True)
+def _face_pairs(u, v, w, vx, vy, vz, h, di, dj):  # pragma: no cover - compiled
+    # advection.face_velocities of u (di = 1) or v (dj = 1): each velocity averaged over the pair of
+    # points around the face, one point back along the field's own direction
+    _pair_means(u, vx, h, di, dj)
+    _pair_means(v, vy, h, di, dj)
+    _pair_means(w, vz, h, di, dj)
+
+
+def face_velocities(name: str, u, v, w, h: int, nxl: int, nyl: int, wlo=None, whi=None):
+    """``(Vx, Vy, Vz)`` of ``advection.face_velocities`` for momentum field ``name`` (u, v or w) in
+    one pass. ``u``, ``v``, ``w``: the fields (``w`` with ``nz + 1`` levels). Local."""
+    nz = int(u.shape[2])
+    if name == "w":
+        out = (np.empty((nxl + 1, nyl, nz + 1)), np.empty((nxl, nyl + 1, nz + 1)), np.empty((nxl, nyl, nz)))
+        _face_w(u, v, w, wlo, whi, *out, int(h))
+        return out
+    di, dj = (1, 0) if name == "u" else (0, 1)
+    out = (np.empty((nxl + 1, nyl, nz)), np.empty((nxl, nyl + 1, nz)), np.empty((nxl, nyl, nz + 1)))
+    _face_pairs(u, v, w, *out, int(h), di, dj)
+    return out
+
+
+@numba.njit(parallel=True, fastmath=False, cache=True)
+def _buoyancy(thv, thvref, dzf, dzh, tw, c):  # pragma: no cover - compiled
+    nx, ny, nz = thv.shape
+    for i in numba.prange(nx):
+        for j in range(ny):
+            for k in range(nz - 1):
+                b1 = c * (thv[i, j, k + 1] - thvref[k + 1])
+                b0 = c * (thv[i, j, k] - thvref[k])
+                tw[i, j, k + 1] += (b1 * dzf[k] + b0 * dzf[k + 1]) / (2.0 * dzh[k + 1])
+
+
+def buoyancy(thv, thvref, dzf, dzh, tw, c: float) -> None:
+    """``thermo.add_buoyancy`` in one pass: ``tw[..., 1:-1] += interpolated c (thv - thvref)``;
+    ``thv`` (nz levels) and ``tw`` (nz + 1) blocks of the same columns. Local."""
+    _buoyancy(thv, thvref, dzf, dzh, tw, float(c))
 
 
 @numba.njit(inline="always")

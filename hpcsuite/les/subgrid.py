@@ -165,11 +165,17 @@ class ScalarDiffusion:
         diffusion kernel itself: one launch, not two). Local.
 
         ``extra``: a block array whose core is added to the tendency before it goes into
-        ``ctx.tend`` (``tend += diffusion + extra``); only the CUDA kernel takes it: without it,
-        nothing is added and False is returned (the caller adds both). True when added.
+        ``ctx.tend`` (``tend += diffusion + extra``); only the kernels (numba, CUDA) take it:
+        without them nothing is added and False is returned (the caller adds both). True when added.
         """
         s, t, geo, g = ctx.fields[name], ctx.tend[name], self.geo, ctx.grid
         kx, ky, kz = self.faces
+        if _fusable(s, t, geo.dzf) and isinstance(self.K, (float, np.ndarray)) and t.shape == s.shape \
+                and (extra is None or (isinstance(extra, np.ndarray) and extra.shape == s.shape)):
+            # (numba: computed on the interior and added there, no temporaries)
+            fused.scalar_diffusion(s, kx, ky, kz, geo.dzf, geo.dzh, geo.dx ** 2, geo.dy ** 2, flux_bottom,
+                                   into=(t, g.h, g.nxl, g.nyl), extra=extra)
+            return True
         if _gpu(s, t, geo.dzf, geo.dzh) and (isinstance(kx, float) or _gpu(kx, ky, kz)) \
                 and (extra is None or _gpu(extra)):
             gpusubgrid.scalar_diffusion(s, kx, ky, kz, geo.dzf, geo.dzh, geo.dx ** 2, geo.dy ** 2, flux_bottom,
@@ -319,7 +325,14 @@ def momentum_diffusion(ctx, geo, ekm, edges) -> None:
     elif not isinstance(ekm, float) and _gpu(u, v, w, ekm, dzf, dzh, *edges):
         one_pass = gpusubgrid.momentum_diffusion      # (CUDA)
     g = ctx.grid
-    if one_pass is gpusubgrid.momentum_diffusion and all(n in ctx.tend for n in "uvw") and w.shape[-1] > 2 \
+    into_ok = all(n in ctx.tend for n in "uvw") and w.shape[-1] > 2 \
+        and all(ctx.tend[n].shape == f[n].shape for n in "uvw")
+    if one_pass is fused.momentum_diffusion and into_ok \
+            and all(isinstance(ctx.tend[n], np.ndarray) for n in "uvw"):    # added into the tendencies
+        one_pass(u, v, w, ekm, edges, dzf, dzh, dx, dy, _surface(ctx, "uw"), _surface(ctx, "vw"),
+                 into=(ctx.tend["u"], ctx.tend["v"], ctx.tend["w"], g.h, g.nxl, g.nyl))
+        return
+    if one_pass is gpusubgrid.momentum_diffusion and into_ok \
             and _gpu(*(ctx.tend[n] for n in "uvw")):         # added into the tendencies by the kernel
         one_pass(u, v, w, ekm, edges, dzf, dzh, dx, dy, _surface(ctx, "uw"), _surface(ctx, "vw"),
                  into=(ctx.tend["u"], ctx.tend["v"], ctx.tend["w"], g.h, g.nxl, g.nyl))
@@ -529,6 +542,11 @@ class SubgridTKE:
             if type(self).sources is SubgridTKE.sources and _gpu(ekm, ekh, zlt, e12, n2, s2, geo.delta):
                 shear, buoy, diss, total = gpusubgrid.tke_sources(ekm, ekh, zlt, e12, n2, s2, geo.delta,
                                                                   self.ce1, self.ce2)    # (CUDA, one pass)
+            elif type(self).sources is SubgridTKE.sources and _fusable(ekm, ekh, zlt, e12, n2, s2, geo.delta) \
+                    and len({a.shape for a in (ekm, ekh, zlt, e12, n2, s2)}) == 1 \
+                    and geo.delta.shape == ekm.shape[-1:]:
+                shear, buoy, diss, total = fused.tke_sources(ekm, ekh, zlt, e12, n2, s2, geo.delta,
+                                                             self.ce1, self.ce2)         # (numba, one pass)
             else:
                 shear, buoy, diss = self.sources(ctx, geo, ekm, ekh, zlt, e12, n2, s2)
                 total = shear + buoy + diss

@@ -27,7 +27,7 @@ from types import SimpleNamespace
 import numpy as np
 
 from ..runtime import InputError
-from . import gpukernels
+from . import fused, gpukernels
 from .state import add_at
 
 __all__ = ["RD", "RV", "CP", "LV", "GRAV", "P0", "EP", "esat", "qsat", "saturation_adjust",
@@ -264,6 +264,11 @@ def add_buoyancy(ctx, thv, thvref) -> None:
     if isinstance(ctx.base.th0, float) and tw.shape[:-1] == thv.shape[:-1] \
             and gpukernels.usable(thv, thvref, zg.dzf, zg.dzh, tw):     # the same operations in one pass
         gpukernels.buoyancy(thv, thvref, zg.dzf, zg.dzh, tw, GRAV / ctx.base.th0)
+        return
+    if isinstance(ctx.base.th0, float) and tw.shape[:-1] == thv.shape[:-1] and thv.ndim == 3 \
+            and fused.ENABLED and all(isinstance(a, np.ndarray) for a in (thv, thvref, zg.dzf, zg.dzh, tw)) \
+            and thvref.shape == thv.shape[-1:]:
+        fused.buoyancy(thv, thvref, zg.dzf, zg.dzh, tw, GRAV / ctx.base.th0)      # (numba, one pass)
         return
     b = (GRAV / ctx.base.th0) * (thv - thvref)
     dzf, dzh = zg.dzf, zg.dzh
