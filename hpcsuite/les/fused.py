@@ -1,7 +1,8 @@
 """Fused CPU kernels (numba) for the hottest LES operators, one pass over memory each: the
-2nd/5th-order advection (one field's whole tendency), the subgrid closure (edge gradients,
-strain rate, TKE length scale and viscosities, face diffusivities, scalar and momentum
-diffusion), Coriolis and subsidence, the pressure projection's divergence and gradient, and the
+2nd/5th-order advection (one field's whole tendency; the momentum face velocities), the subgrid
+closure (edge gradients, strain rate, TKE length scale and viscosities, TKE sources, face
+diffusivities, scalar and momentum diffusion, optionally added straight into the tendencies), the
+buoyancy, Coriolis and subsidence, the pressure projection's divergence and gradient, and the
 Runge-Kutta stage update.
 
 The array-API source in the term modules (``advection``, ``subgrid``, ``forcings``, ``pressure``,
