@@ -224,6 +224,8 @@ def _timeseries_figure(ts, rho_s: float | None = None, bomex: bool = False):
     right = axes[3].twinx()                  # u* (m/s) is not a flux: its own axis
     draw(right, [("ustar", "u* (m/s), right axis")], color="0.4", ls=":")
     right.set_ylabel("u* (m/s)")
+    if right.lines:
+        right.set_ylim(bottom=0.0, top=max(right.get_ylim()[1], 1.2 * float(np.nanmax(ts["ustar"]))))
     for ax in axes:
         handles = ax.get_legend_handles_labels()
         if ax is axes[3]:
