@@ -19,7 +19,7 @@ import os
 import numba
 import numpy as np
 
-__all__ = ["ENABLED", "scalar_diffusion", "momentum_diffusion", "tke_sources", "face_velocities", "buoyancy", "horizontal_advection", "advect_into", "edges",
+__all__ = ["ENABLED", "scalar_diffusion", "momentum_diffusion", "tke_sources", "face_velocities", "buoyancy", "sat_prepare", "sat_mask", "sat_finish", "horizontal_advection", "advect_into", "edges",
            "strain2", "tke_closure", "face_diffusivities", "rk_update", "coriolis", "subsidence",
            "projection_rhs", "subtract_gradient"]
 
@@ -318,6 +318,65 @@ def buoyancy(thv, thvref, dzf, dzh, tw, c: float) -> None:
     """``thermo.add_buoyancy`` in one pass: ``tw[..., 1:-1] += interpolated c (thv - thvref)``;
     ``thv`` (nz levels) and ``tw`` (nz + 1) blocks of the same columns. Local."""
     _buoyancy(thv, thvref, dzf, dzh, tw, float(c))
+
+
+@numba.njit(parallel=True, fastmath=False, cache=True)
+def _sat_prepare(thl, exn, tl, x):  # pragma: no cover - compiled
+    # thermo.saturation_adjust up to its exp: tl = exn thl and Bolton's exponent at tl
+    nx, ny, nz = thl.shape
+    for i in numba.prange(nx):
+        for j in range(ny):
+            for k in range(nz):
+                t = exn[k] * thl[i, j, k]
+                tl[i, j, k] = t
+                x[i, j, k] = 17.67 * (t - 273.15) / (t - 29.65)
+
+
+@numba.njit(parallel=True, fastmath=False, cache=True)
+def _sat_mask(e, p, qt, ep, one_minus_ep, sat):  # pragma: no cover - compiled
+    # from exp(x): qsat at tl, and whether the point is saturated there
+    nx, ny, nz = qt.shape
+    for i in numba.prange(nx):
+        for j in range(ny):
+            for k in range(nz):
+                es = 611.2 * e[i, j, k]
+                sat[i, j, k] = qt[i, j, k] > ep * es / (p[k] - one_minus_ep * es)
+
+
+@numba.njit(parallel=True, fastmath=False, cache=True)
+def _sat_finish(thl, qt, ql, tl, exn, c, ep2, rv_rd, T, thv):  # pragma: no cover - compiled
+    # T = tl + c ql, and thermo.virtual_theta
+    nx, ny, nz = thl.shape
+    for i in numba.prange(nx):
+        for j in range(ny):
+            for k in range(nz):
+                q = ql[i, j, k]
+                T[i, j, k] = tl[i, j, k] + c * q
+                th = thl[i, j, k] + c * q / exn[k]
+                thv[i, j, k] = th * (1.0 + ep2 * qt[i, j, k] - rv_rd * q)
+
+
+def sat_prepare(thl, exn):
+    """``(tl, x)``: ``exn * thl`` and Bolton's exponent ``17.67 (tl - 273.15) / (tl - 29.65)`` of
+    ``thermo.saturation_adjust``, in one pass (its ``exp`` is left to NumPy, which the source
+    calls: numba's need not round the same). Local."""
+    tl, x = np.empty(thl.shape), np.empty(thl.shape)
+    _sat_prepare(thl, exn, tl, x)
+    return tl, x
+
+
+def sat_mask(e, p, qt, ep: float, one_minus_ep: float):
+    """Boolean ``qt > qsat(tl, p)`` from ``e = exp(x)`` of :func:`sat_prepare`. Local."""
+    sat = np.empty(qt.shape, dtype=np.bool_)
+    _sat_mask(e, p, qt, float(ep), float(one_minus_ep), sat)
+    return sat
+
+
+def sat_finish(thl, qt, ql, tl, exn, c: float, ep2: float, rv_rd: float):
+    """``(T, thv)``: ``tl + c ql`` and ``thermo.virtual_theta`` in one pass. Local."""
+    T, thv = np.empty(thl.shape), np.empty(thl.shape)
+    _sat_finish(thl, qt, ql, tl, exn, float(c), float(ep2), float(rv_rd), T, thv)
+    return T, thv
 
 
 @numba.njit(inline="always")

@@ -298,10 +298,31 @@ class Thermo:
         thl, qt, presf, exnf = f["thl"], f["qt"], ctx.base.presf, ctx.base.exnf
         if gpukernels.usable(thl, qt, presf, exnf) and presf.shape == exnf.shape == thl.shape[-1:]:
             ql, T, thv = gpukernels.thermo(xp, thl, qt, presf, exnf, _NEWTON)     # one pass
+        elif fused.ENABLED and all(isinstance(a, np.ndarray) and a.dtype == np.float64 for a in (thl, qt, presf, exnf)) \
+                and thl.ndim == 3 and qt.shape == thl.shape and presf.shape == exnf.shape == thl.shape[-1:]:
+            ql, T, thv = _moist_state_fused(thl, qt, presf, exnf)
         else:
             ql, T = saturation_adjust(xp, thl, qt, presf, exnf)
             thv = virtual_theta(thl, qt, ql, exnf)
         _finish(ctx, ql, T, thv, self.buoyancy)
+
+
+def _moist_state_fused(thl, qt, p, exn, niter: int = _NEWTON):
+    """``(ql, T, thv)`` of :func:`saturation_adjust` and :func:`virtual_theta` on NumPy blocks with
+    the numba kernels for the full-array arithmetic: the same operations in the same order and
+    NumPy's own ``exp``, so bit-identical to them; the saturated points as in the source."""
+    shape = thl.shape
+    tl, x = fused.sat_prepare(thl, exn)
+    np.exp(x, out=x)
+    sat = fused.sat_mask(x, p, qt, EP, 1.0 - EP)
+    pick = (lambda a: np.broadcast_to(a, shape)[sat])
+    tl_s, qt_s, p_s = pick(tl), pick(qt), pick(p)
+    c = LV / CP
+    T_s = _newton(np, tl_s, qt_s, p_s, c, niter)
+    ql = np.zeros(shape)
+    ql[sat] = np.maximum(qt_s - qsat(np, T_s, p_s), 0.0)
+    T, thv = fused.sat_finish(thl, qt, ql, tl, exn, c, _EP2, RV / RD)
+    return ql, T, thv
 
 
 class DryThermo:

@@ -132,3 +132,32 @@ def test_environment_variable_switches_the_kernels_off():
             env["HPCSUITE_LES_FUSED"] = value
         out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
         assert out.stdout.strip() == expected, (value, out.stdout, out.stderr)
+
+
+def test_moist_thermodynamics_are_bit_identical_to_the_array_api_source():
+    """thermo's one-pass CPU path (numba arithmetic around NumPy's own exp) against
+    saturation_adjust + virtual_theta, on blocks where about half the points are saturated and
+    many sit at the saturation threshold (to the last bit)."""
+    from hpcsuite.les import thermo
+    rng = np.random.default_rng(5)
+    nz = 40
+    p = np.linspace(101500.0, 70000.0, nz)
+    exn = (p / thermo.P0) ** (thermo.RD / thermo.CP)
+    thl = 298.0 + np.linspace(0.0, 12.0, nz) + rng.uniform(-1.0, 1.0, (9, 7, nz))
+    qt = rng.uniform(0.005, 0.022, (9, 7, nz))
+    # a third of the points within 1e-12 .. 1e-8 (relative) of saturation, either side: a mask
+    # that rounds qsat differently by a few units in the last place flips some of them
+    near = rng.random(qt.shape) < 0.33
+    qs = thermo.qsat(np, exn * thl, p)
+    qt[near] = (qs * (1.0 + rng.choice([-1.0, 1.0], qt.shape) * 10.0 ** rng.uniform(-12, -8, qt.shape)))[near]
+    # and a fifth exactly at qsat or one unit in the last place away: a qsat rounded differently
+    # anywhere flips some of these
+    exact = rng.random(qt.shape) < 0.2
+    step = rng.integers(-1, 2, qt.shape)
+    at = np.where(step > 0, np.nextafter(qs, np.inf), np.where(step < 0, np.nextafter(qs, -np.inf), qs))
+    qt[exact] = at[exact]
+    ql, T, thv = thermo._moist_state_fused(thl, qt, p, exn)
+    ql0, T0 = thermo.saturation_adjust(np, thl, qt, p, exn)
+    thv0 = thermo.virtual_theta(thl, qt, ql0, exn)
+    assert 0.2 < np.mean(ql0 > 0) < 0.8
+    assert np.array_equal(ql, ql0) and np.array_equal(T, T0) and np.array_equal(thv, thv0)
