@@ -80,6 +80,29 @@ def test_cuda_source_compiles_with_nvrtc(name):
     kernels = re.findall(r'extern "C" __global__ void (\w+)\(', source)
     entries = set(re.findall(r"\.entry (\w+)\(", ptx))
     assert kernels and entries == set(kernels), (name, sorted(entries ^ set(kernels)))
+    # compiled as CuPy compiles them (--fmad=false), no multiply-add of ours is fused: the GPU then
+    # rounds each product as the CPU path does. CUDA's exp() is made of explicit fma instructions
+    # that --fmad=false does not touch, so the kernels calling it are named here (and the list is
+    # exact: a kernel on it without fma fails too, so it cannot go stale).
+    fused = {k for k, body in _ptx_entries(ptx).items() if "fma." in body}
+    assert fused == CALL_EXP.get(name, set()), (name, sorted(fused))
+
+
+# kernels whose only fma instructions come from CUDA's exp() (the saturation vapour pressure)
+CALL_EXP = {"les.gpukernels": {"les_thermo"}}
+
+
+def _ptx_entries(ptx: str) -> dict:
+    """``{kernel: its PTX body}``."""
+    parts = re.split(r"(?=\.visible \.entry )", ptx)
+    return {m.group(1): p for p in parts if (m := re.match(r"\.visible \.entry (\w+)\(", p))}
+
+
+def test_fma_check_can_fail():
+    """The ``fma.`` check above sees a fused multiply-add when NVRTC is allowed to make one."""
+    src = 'extern "C" __global__ void k(double* a) { a[0] = a[1] * a[2] + a[3]; }'
+    assert "fma." in compile_cuda(src, "fused", options=(b"--fmad=true",))[2]
+    assert "fma." not in compile_cuda(src, "unfused")[2]
 
 
 def test_nvrtc_refuses_what_only_g_plus_plus_accepts():
