@@ -83,7 +83,12 @@ SCHEMA = dk.Schema({
 
 
 def check(deck, team) -> None:
-    """Cross-key checks: slices per rank, layout against backend, the deployment's backend."""
+    """Cross-key checks: slices per rank, layout against backend, the deployment's backend; the
+    ``tomo`` extra (scikit-image) and, for ``s3``, the ``s3`` extra (boto3) installed."""
+    from hpcsuite.runtime import optional
+    optional.require("skimage.transform", "the tomo application")     # one line naming the extra
+    if deck.staging.backend == "s3":
+        optional.require("boto3", "staging backend 's3'")
     if deck.phantom.slices < team.size:
         raise deck.fail("phantom", "slices", f"= {deck.phantom.slices} is fewer than the {team.size} ranks "
                         "(each rank reconstructs a block of slices)")

@@ -18,6 +18,9 @@ array type when ``impl`` is not given:
     are the portable expression's, in the same order, so results equal it to the last bit. The
     compiled code is cached on disk (next to this file, or numba's user cache directory, or
     ``$NUMBA_CACHE_DIR``), so only the very first call on a machine pays the compile time (seconds).
+    numba comes with the ``fast`` extra; without it (:data:`HAVE_NUMBA` false) backend ``"cpu"``
+    and NumPy arrays run ``"portable"`` (the same results, slower), and ``impl="numba"`` raises
+    ``InputError`` naming the extra.
 ``"cupy"`` (backend ``"gpu"``, CuPy arrays)
     A CUDA kernel (:data:`CUDA_SOURCE`, compiled by NVRTC through ``cupy.RawModule`` with
     ``--fmad=false`` so that it rounds like the CPU). CuPy is imported only on this path.
@@ -43,13 +46,16 @@ import itertools
 import os
 from typing import Sequence
 
-import numba
 import numpy as np
 
+from ..runtime import optional
 from .backend import Backend
 
 __all__ = ["stencil7", "stencil27", "IMPLS", "STENCIL27_OFFSETS", "normalize_region", "cpu_threads",
-           "set_cpu_threads", "CUDA_SOURCE", "CUDA_BLOCK", "cuda_launch_config"]
+           "set_cpu_threads", "CUDA_SOURCE", "CUDA_BLOCK", "cuda_launch_config", "HAVE_NUMBA"]
+
+#: whether numba is installed (the ``fast`` extra); without it the CPU runs the portable kernels
+numba, HAVE_NUMBA = optional.numba_module()
 
 IMPLS = ("numba", "portable", "cupy")
 _IMPL_OF_BACKEND = {"cpu": "numba", "gpu": "cupy", "strict": "portable"}
@@ -129,14 +135,17 @@ def _resolve_impl(u, backend, impl) -> str:
     if impl is not None:
         if impl not in IMPLS:
             raise ValueError(f"impl must be one of {', '.join(map(repr, IMPLS))}, got {impl!r}")
+        if impl == "numba" and not HAVE_NUMBA:
+            optional.require("numba", "impl 'numba' (the CPU stencil kernels)")
         return impl
     if backend is not None:
         name = backend.name if isinstance(backend, Backend) else backend
         if name not in _IMPL_OF_BACKEND:
             raise ValueError(f"backend must be one of {', '.join(map(repr, _IMPL_OF_BACKEND))}, got {name!r}")
-        return _IMPL_OF_BACKEND[name]
+        how = _IMPL_OF_BACKEND[name]
+        return "portable" if how == "numba" and not HAVE_NUMBA else how
     if isinstance(u, np.ndarray):
-        return "numba"
+        return "numba" if HAVE_NUMBA else "portable"
     if type(u).__module__.startswith("cupy"):
         return "cupy"
     return "portable"
@@ -269,6 +278,8 @@ def cpu_threads(ranks_on_node: int = 1) -> int:
 
     Oversubscribing (4 ranks x 2 threads on 2 cores) makes OpenMP threads spin against each other.
     """
+    if not HAVE_NUMBA:
+        return 1                      # the portable kernels are NumPy expressions: one thread
     if os.environ.get("NUMBA_NUM_THREADS"):
         return numba.config.NUMBA_NUM_THREADS
     total = os.cpu_count() or 1
@@ -281,7 +292,8 @@ def cpu_threads(ranks_on_node: int = 1) -> int:
 
 
 def set_cpu_threads(n: int) -> None:
-    """Use ``n`` threads (clipped to numba's pool) in the numba kernels called from this thread. Local."""
+    """Use ``n`` threads (clipped to numba's pool) in the numba kernels called from this thread
+    (nothing without numba). Local."""
     numba.set_num_threads(max(1, min(int(n), numba.config.NUMBA_NUM_THREADS)))
 
 

@@ -52,7 +52,7 @@ def _horizontal(phi, V, axis: int, spacing: float, scheme: str, g, xp):
     """Tendency ``-(F[i+1] - F[i]) / spacing`` on the interior, ``F = V phi_face``; ``V`` is given on
     the ``n + 1`` faces ``h .. h+n`` along ``axis`` over the interior of the other axis."""
     h = g.h
-    if fused.ENABLED and scheme in ("2nd", "5th") and isinstance(phi, np.ndarray) and isinstance(V, np.ndarray):
+    if fused.on_cpu() and scheme in ("2nd", "5th") and isinstance(phi, np.ndarray) and isinstance(V, np.ndarray):
         # the same operations in one pass (numba)
         return fused.horizontal_advection(phi, V, axis, h, g.nxl, g.nyl, spacing, scheme)
     base = [slice(h, h + g.nxl), slice(h, h + g.nyl), slice(None)]
@@ -114,7 +114,7 @@ def _fused_kernel(scheme: str, phi, tend, *more):
     the source's operations in the same order, bit-identical."""
     if scheme not in SCHEMES:
         return None
-    if fused.ENABLED and isinstance(phi, np.ndarray) and isinstance(tend, np.ndarray):
+    if fused.on_cpu() and isinstance(phi, np.ndarray) and isinstance(tend, np.ndarray):
         return fused.advect_into
     if gpukernels.usable(phi, tend, *more, strided=True):
         return gpukernels.advect_into
@@ -134,7 +134,7 @@ def face_velocities(ctx, name: str):
     Iw, Js = slice(h - 1, h + nxl), slice(h - 1, h + nyl)          # the same faces, one point back
     if name in ("u", "v", "w") and gpukernels.usable(u, v, w, zg.wlo, zg.whi):
         return gpukernels.face_velocities(xp, name, u, v, w, h, nxl, nyl, zg.wlo, zg.whi)
-    if name in ("u", "v", "w") and fused.ENABLED and all(isinstance(a, np.ndarray) for a in (u, v, w, zg.wlo, zg.whi)):
+    if name in ("u", "v", "w") and fused.on_cpu() and all(isinstance(a, np.ndarray) for a in (u, v, w, zg.wlo, zg.whi)):
         return fused.face_velocities(name, u, v, w, h, nxl, nyl, zg.wlo, zg.whi)      # (numba, one pass)
     if name == "w":
         # w points at zh[k]; faces in x at (i - 1/2, zh[k]): u interpolated to zh[k]

@@ -65,7 +65,7 @@ class Coriolis:
         vg = ctx.profiles.get("vg", 0.0)
         I, J, E = _interior(ctx)
         tu, tv = ctx.tend["u"], ctx.tend["v"]
-        if fused.ENABLED and all(isinstance(a, np.ndarray) for a in (u, v, tu, tv)):
+        if fused.on_cpu() and all(isinstance(a, np.ndarray) for a in (u, v, tu, tv)):
             nz = u.shape[2]                                   # the same operations in one pass
             fused.coriolis(u, v, tu, tv, ctx.h, ctx.grid.nxl, ctx.grid.nyl, f, cu, cv,
                            np.broadcast_to(np.asarray(ug, dtype=np.float64), (nz,)),
@@ -123,7 +123,7 @@ class Subsidence:
         for name in names:
             if name in together:
                 continue
-            if fused.ENABLED and all(isinstance(a, np.ndarray) for a in (ctx.fields[name], ctx.tend[name], wls)):
+            if fused.on_cpu() and all(isinstance(a, np.ndarray) for a in (ctx.fields[name], ctx.tend[name], wls)):
                 # the same operations in one pass
                 fused.subsidence(ctx.fields[name], ctx.tend[name], ctx.h, ctx.grid.nxl, ctx.grid.nyl, wls, zg.dzh)
                 continue

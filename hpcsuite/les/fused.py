@@ -11,22 +11,36 @@ CUDA counterparts in ``gpukernels`` and ``gpusubgrid`` do). They
 perform the same floating-point operations in the same order (no fastmath: no reassociation, no
 FMA contraction), so both paths agree bit for bit, which ``tests/les/test_fused.py`` checks. Why numba and not more NumPy: a scalar diffusion in NumPy makes
 about fifteen passes over memory with a fresh temporary each; fused it is one.
+
+numba comes with the ``fast`` extra. Without it :data:`AVAILABLE` is false, the kernels below stay
+plain Python that nothing calls, and the CPU runs the array-API source (the same results, 2-3x
+slower); the CUDA kernels of ``gpukernels`` do not need numba.
 """
 from __future__ import annotations
 
 import os
 
-import numba
 import numpy as np
+
+from ..runtime import optional
 
 __all__ = ["ENABLED", "scalar_diffusion", "momentum_diffusion", "tke_sources", "face_velocities", "buoyancy", "sat_prepare", "sat_mask", "sat_finish", "horizontal_advection", "advect_into", "edges",
            "strain2", "tke_closure", "face_diffusivities", "rk_update", "coriolis", "subsidence",
-           "projection_rhs", "subtract_gradient"]
+           "projection_rhs", "subtract_gradient", "AVAILABLE", "on_cpu"]
 
 #: use these kernels on NumPy arrays (bit-identical results); ``False`` runs the array-API source
 #: everywhere, e.g. to compare the two in a benchmark (``bench/les_step.py --no-fused``). The
 #: environment variable ``HPCSUITE_LES_FUSED=0`` sets it to ``False`` for a whole run.
 ENABLED = os.environ.get("HPCSUITE_LES_FUSED", "1").strip() != "0"
+
+#: whether numba is installed (the ``fast`` extra): the CPU kernels here need it, the GPU ones not
+numba, AVAILABLE = optional.numba_module()
+
+
+def on_cpu() -> bool:
+    """Whether the CPU kernels here replace the array-API source on NumPy arrays: :data:`ENABLED`
+    and numba installed. Local."""
+    return ENABLED and AVAILABLE
 
 
 @numba.njit(parallel=True, fastmath=False, cache=True)

@@ -170,7 +170,7 @@ class Model:
         I, J = ctx.grid.interior
         w_ends_set = False
         for n, a in fields.items():
-            if fused.ENABLED and isinstance(a, np.ndarray):      # the same operations in one pass
+            if fused.on_cpu() and isinstance(a, np.ndarray):      # the same operations in one pass
                 fused.rk_update(a, self.start[n], ctx.dt, ctx.tend[n], (I, J), self.floors.get(n))
                 continue
             if gpukernels.usable(a, self.start[n], ctx.tend[n]):  # (CUDA; w's ends in the same launch)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..runtime import InputError
+from ..runtime import InputError, optional
 
 __all__ = ["plot_run", "find_files"]
 
@@ -49,11 +49,7 @@ def _save(fig, path: Path) -> Path:
 
 
 def _figure(**kw):
-    try:
-        from matplotlib.figure import Figure
-    except ImportError:       # pragma: no cover - depends on the installation
-        raise InputError("plotting needs matplotlib: pip install 'hpcsuite[plot]'") from None
-    return Figure(**kw)
+    return optional.require("matplotlib.figure", "plotting").Figure(**kw)
 
 
 _PROFILE_PANELS = (  # (dataset, scale, x label, on faces): the panels of the intercomparison's figures
@@ -86,8 +82,14 @@ def plot_run(path, outdir) -> list[Path]:
     -------
     list of Path
         The files written.
+
+    Raises
+    ------
+    InputError
+        No run there, or matplotlib missing (one line naming the ``plot`` extra), before drawing.
     """
     import h5py
+    optional.require("matplotlib.figure", "hpcsuite les plot")
     stats, xsec = find_files(path)
     outdir = Path(outdir)
     outdir.mkdir(parents=True, exist_ok=True)

@@ -62,7 +62,7 @@ class PressureProjection:
         s = ctx.start
         rdt = 1.0 / ctx.dt
         # the fused kernels do the same operations in one pass each
-        fusable = fused.ENABLED and isinstance(tu, np.ndarray) and isinstance(zg.rdzf, np.ndarray)
+        fusable = fused.on_cpu() and isinstance(tu, np.ndarray) and isinstance(zg.rdzf, np.ndarray)
         cuda = not fusable and gpukernels.usable(tu, tv, tw, zg.rdzf, zg.rdzh, *(s[n] for n in "uvw" if s))
         if not cuda:        # (the CUDA kernel below zeroes them itself: two launches fewer)
             tw[..., 0] = 0.0

@@ -232,7 +232,7 @@ def diffuse_scalar(xp, s, K, geo, flux_bottom=None):
 
 def _fusable(*arrays) -> bool:
     """Whether the fused numba kernels apply (NumPy arrays; see :mod:`hpcsuite.les.fused`)."""
-    return fused.ENABLED and all(isinstance(a, np.ndarray) for a in arrays)
+    return fused.on_cpu() and all(isinstance(a, np.ndarray) for a in arrays)
 
 
 def _gpu(*arrays) -> bool:
@@ -320,7 +320,7 @@ def momentum_diffusion(ctx, geo, ekm, edges) -> None:
     suv, suw, svw = edges
     dx, dy, dzf, dzh = geo.dx, geo.dy, geo.dzf, geo.dzh
     one_pass = None
-    if fused.ENABLED and isinstance(u, np.ndarray) and isinstance(dzf, np.ndarray) and not isinstance(ekm, float):
+    if fused.on_cpu() and isinstance(u, np.ndarray) and isinstance(dzf, np.ndarray) and not isinstance(ekm, float):
         one_pass = fused.momentum_diffusion           # the same operations in one pass (numba)
     elif not isinstance(ekm, float) and _gpu(u, v, w, ekm, dzf, dzh, *edges):
         one_pass = gpusubgrid.momentum_diffusion      # (CUDA)

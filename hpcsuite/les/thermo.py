@@ -266,7 +266,7 @@ def add_buoyancy(ctx, thv, thvref) -> None:
         gpukernels.buoyancy(thv, thvref, zg.dzf, zg.dzh, tw, GRAV / ctx.base.th0)
         return
     if isinstance(ctx.base.th0, float) and tw.shape[:-1] == thv.shape[:-1] and thv.ndim == 3 \
-            and fused.ENABLED and all(isinstance(a, np.ndarray) for a in (thv, thvref, zg.dzf, zg.dzh, tw)) \
+            and fused.on_cpu() and all(isinstance(a, np.ndarray) for a in (thv, thvref, zg.dzf, zg.dzh, tw)) \
             and thvref.shape == thv.shape[-1:]:
         fused.buoyancy(thv, thvref, zg.dzf, zg.dzh, tw, GRAV / ctx.base.th0)      # (numba, one pass)
         return
@@ -298,7 +298,7 @@ class Thermo:
         thl, qt, presf, exnf = f["thl"], f["qt"], ctx.base.presf, ctx.base.exnf
         if gpukernels.usable(thl, qt, presf, exnf) and presf.shape == exnf.shape == thl.shape[-1:]:
             ql, T, thv = gpukernels.thermo(xp, thl, qt, presf, exnf, _NEWTON)     # one pass
-        elif fused.ENABLED and all(isinstance(a, np.ndarray) and a.dtype == np.float64 for a in (thl, qt, presf, exnf)) \
+        elif fused.on_cpu() and all(isinstance(a, np.ndarray) and a.dtype == np.float64 for a in (thl, qt, presf, exnf)) \
                 and thl.ndim == 3 and qt.shape == thl.shape and presf.shape == exnf.shape == thl.shape[-1:]:
             ql, T, thv = _moist_state_fused(thl, qt, presf, exnf)
         else:

@@ -46,7 +46,7 @@ from mpi4py import MPI
 from .. import pgas
 from ..accel import Backend, get_backend, kernels
 from ..pgas import BLOCKED, Pattern
-from ..runtime import Team, Timers, gpu_status
+from ..runtime import Team, Timers, gpu_status, optional
 
 __all__ = ["StencilSolver", "StencilStats", "heat_coeffs", "KINDS", "DEPTH_CANDIDATES"]
 
@@ -125,7 +125,8 @@ class StencilSolver:
         must come from the next rank alone). ``"auto"`` times a few steps for each ``k`` in
         :data:`DEPTH_CANDIDATES` that fits, on the first :meth:`run`, and keeps the fastest.
     backend : {"cpu", "gpu", "strict"} or Backend
-        Where the field lives and which kernels run (numba, CUDA, portable array API).
+        Where the field lives and which kernels run (numba, CUDA, portable array API). Without
+        numba (the ``fast`` extra) ``"cpu"`` runs the portable kernels on NumPy: same results.
     dtype : float32 or float64
     threads : int, optional
         numba threads per rank (backend ``"cpu"``); default: this rank's share of the node's cores
@@ -162,6 +163,8 @@ class StencilSolver:
         self._backend = backend if isinstance(backend, Backend) else None
         if impl is not None and impl not in kernels.IMPLS:
             raise ValueError(f"impl must be one of {', '.join(map(repr, kernels.IMPLS))}, got {impl!r}")
+        if impl == "numba" and not kernels.HAVE_NUMBA:
+            optional.require("numba", "StencilSolver(impl='numba')")        # InputError naming the extra
         self.impl = impl
         if threads is not None and (not isinstance(threads, Integral) or isinstance(threads, bool) or threads < 1):
             raise ValueError(f"threads must be a positive integer, got {threads!r}")
@@ -259,7 +262,8 @@ class StencilSolver:
                 self._warm = True
 
     def _kernel_impl(self) -> str:
-        return self.impl or {"cpu": "numba", "gpu": "cupy", "strict": "portable"}[self._backend_name]
+        cpu = "numba" if kernels.HAVE_NUMBA else "portable"
+        return self.impl or {"cpu": cpu, "gpu": "cupy", "strict": "portable"}[self._backend_name]
 
     def _setup(self, u0, k: int) -> tuple["_Field", "_Field"]:
         """Two fields with a ``k``-wide halo, the first holding ``u0``. Collective."""

@@ -36,7 +36,7 @@ import uuid
 from pathlib import Path
 
 from hpcsuite.jobs.env import slurm_node_address, this_node
-from hpcsuite.runtime import InputError
+from hpcsuite.runtime import InputError, optional
 
 from . import procs
 from .cephconf import cephx_key, free_port, render_conf, write_keyring
@@ -173,6 +173,8 @@ def deploy(state_dir, backend: str = "rados", osd_bytes: int = 1 << 30, osds_per
         raise InputError(f"stage up: --store must be bluestore or memstore, got {objectstore!r}")
     if osds_per_node < 1 or osd_bytes < (64 << 20):
         raise InputError("stage up: need --osds-per-node >= 1 and --osd-size >= 64M")
+    if backend == "s3":
+        optional.require("boto3", "stage up --backend s3")      # the client side: the s3 extra
     t0 = _now()
     state_dir = Path(state_dir).absolute()
     if nodes is None:

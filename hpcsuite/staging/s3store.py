@@ -9,6 +9,8 @@ from __future__ import annotations
 import io
 import json
 
+from hpcsuite.runtime import optional
+
 from .store import ObjectInfo, StagingError, Store, Writer, check_name
 
 __all__ = ["S3Store"]
@@ -108,7 +110,7 @@ class S3Store(Store):
 
     def __init__(self, endpoint: str, access_key: str, secret_key: str, bucket: str = "hpcsuite",
                  timeout: float = 15.0):
-        import boto3
+        boto3 = optional.require("boto3", "the s3 staging backend")     # InputError naming the extra
         from botocore.config import Config
         self.s3 = boto3.client("s3", endpoint_url=endpoint, aws_access_key_id=access_key,
                                aws_secret_access_key=secret_key, region_name="us-east-1",
