@@ -1,11 +1,24 @@
-"""Finding, validating and running the applications in ``apps/``.
+"""Finding, validating and running the applications.
 
-An application is a module ``apps/<name>.py`` that defines
+An application is a module (or any object with these attributes) that defines
 
 * ``NAME`` and ``SUMMARY`` (one line),
 * ``SCHEMA``: a :class:`hpcsuite.deck.Schema` of the deck tables it accepts,
 * ``check(deck, team)`` (optional): cross-key checks that raise ``deck.fail(...)``,
-* ``run(deck, ctx) -> int``: the computation; ``ctx`` is an :class:`AppContext`.
+* ``run(deck, ctx) -> int``: the computation; ``ctx`` is an :class:`AppContext`,
+* ``PARALLEL_HDF5`` (optional): ``True`` if its output needs h5py with MPI,
+* ``JOBSCRIPT`` / ``JOBSCRIPT_GPU`` (optional): resources of its package holding its batch-script
+  templates (see :mod:`hpcsuite.jobs.render`).
+
+The suite's own applications are the modules of :mod:`hpcsuite.apps`. Other packages add theirs
+through the entry-point group ``hpcsuite.apps`` (in their ``pyproject.toml``)::
+
+    [project.entry-points."hpcsuite.apps"]
+    myapp = "mypackage.myapp"
+
+and then get everything the built-in ones get: ``hpcsuite run --list/--template/--check/--set``,
+the one-line deck errors, checkpointing on ``SIGUSR1`` (:class:`hpcsuite.runtime.CheckpointRequest`)
+and a job script (``hpcsuite jobscript myapp``).
 
 :func:`run_deck` reads and validates the whole deck on every rank (collectively agreed) before any
 computation, then runs the application under :func:`hpcsuite.runtime.guarded`, so bad input exits 2
@@ -15,11 +28,12 @@ from __future__ import annotations
 
 import argparse
 import functools
-import importlib.util
-import os
+import importlib
+import importlib.metadata
+import importlib.resources
+import pkgutil
 import sys
 from dataclasses import dataclass, field
-from pathlib import Path
 from types import ModuleType
 
 from . import deck as dk
@@ -28,34 +42,113 @@ from .runtime.h5io import require_parallel_h5py
 from .runtime.malloc import keep_freed_memory
 from .runtime.threads import fit_threads
 
-__all__ = ["apps_dir", "known_apps", "load_app", "AppContext", "validate", "run_deck", "main_for_app"]
+__all__ = ["ENTRY_POINT_GROUP", "registry", "ignored_entry_points", "known_apps", "load_app", "app_jobscripts",
+           "AppContext", "validate", "run_deck", "main_for_app"]
+
+ENTRY_POINT_GROUP = "hpcsuite.apps"
+BUILTIN_PACKAGE = "hpcsuite.apps"
 
 
-def apps_dir() -> Path:
-    """The folder holding the applications: ``$HPCSUITE_APPS_DIR`` or ``apps/`` beside the package."""
-    return Path(os.environ.get("HPCSUITE_APPS_DIR") or Path(__file__).resolve().parents[1] / "apps")
+@functools.lru_cache(maxsize=None)
+def _scan() -> tuple[dict[str, str], tuple[str, ...]]:
+    reg: dict[str, str] = {}
+    builtin = importlib.import_module(BUILTIN_PACKAGE)
+    for m in pkgutil.iter_modules(builtin.__path__):
+        if not m.name.startswith("_"):
+            reg[m.name] = f"{BUILTIN_PACKAGE}.{m.name}"
+    ignored = []
+    for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
+        if ep.name in reg and reg[ep.name] != ep.value:
+            dist = getattr(ep.dist, "name", "?")
+            ignored.append(f"entry point {ep.name} = {ep.value!r} of {dist}: the name is taken by {reg[ep.name]}")
+            continue
+        reg[ep.name] = ep.value
+    return reg, tuple(ignored)
+
+
+def registry() -> dict[str, str]:
+    """``{name: "module[:attribute]"}`` of every application: the modules of :mod:`hpcsuite.apps`
+    and the entry points of the group ``hpcsuite.apps`` (read once per process). Local."""
+    return dict(_scan()[0])
+
+
+def ignored_entry_points() -> list[str]:
+    """Entry points left out because their name was taken by another application. Local."""
+    return list(_scan()[1])
 
 
 def known_apps() -> list[str]:
-    """Names of the applications in :func:`apps_dir`. Local."""
-    d = apps_dir()
-    return sorted(p.stem for p in d.glob("*.py") if not p.stem.startswith("_")) if d.is_dir() else []
+    """Names of the applications (see :func:`registry`), sorted. Local."""
+    return sorted(_scan()[0])
 
 
 @functools.lru_cache(maxsize=None)
 def load_app(name: str) -> ModuleType:
-    """Import ``apps/<name>.py`` (once per process). Local."""
-    path = apps_dir() / f"{name}.py"
-    if not path.is_file():
-        raise InputError(f"unknown application {name!r} (known: {', '.join(known_apps()) or 'none'}; "
-                         f"looked in {apps_dir()})")
-    spec = importlib.util.spec_from_file_location(f"hpcsuite_app_{name}", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    for attr in ("SCHEMA", "run"):
-        if not hasattr(mod, attr):
-            raise InputError(f"{path} is not an hpcsuite application: it defines no {attr}")
-    return mod
+    """Import the application ``name`` (once per process). Local.
+
+    Raises
+    ------
+    InputError
+        ``name`` is not a known application, it cannot be imported (a missing dependency is named),
+        or it lacks ``SCHEMA`` or ``run``.
+    """
+    reg = registry()
+    if name not in reg:
+        raise InputError(f"unknown application {name!r} (known: {', '.join(sorted(reg)) or 'none'})")
+    target = reg[name]
+    mod_name, _, attr = target.partition(":")
+    try:
+        obj = importlib.import_module(mod_name.strip())
+        for part in filter(None, attr.strip().split(".")):
+            obj = getattr(obj, part)
+    except InputError:
+        raise
+    except (ImportError, AttributeError) as exc:
+        raise InputError(f"application {name!r} ({target}) cannot be loaded: {type(exc).__name__}: {exc}") from None
+    for needed in ("SCHEMA", "run"):
+        if not hasattr(obj, needed):
+            raise InputError(f"application {name!r} ({target}) is not an hpcsuite application: it defines no {needed}")
+    return obj
+
+
+def app_jobscripts() -> dict[str, dict]:
+    """``{app: {"cpu": template, "gpu": template}}`` for the applications of other packages: the
+    batch templates each ships (empty when none; then the generic template serves it). Local
+    (imports those applications; one that cannot be imported gets ``{}``).
+
+    An application names its templates by the attributes ``JOBSCRIPT`` / ``JOBSCRIPT_GPU``, paths
+    of resources inside its package (``"jobscripts/myapp.sbatch"``), or ships them as
+    ``jobscripts/NAME.sbatch`` / ``jobscripts/NAME-gpu.sbatch`` in its package. hpcsuite's own
+    applications have theirs in ``hpcsuite.jobscripts`` and are left out.
+    """
+    out = {}
+    for name, target in registry().items():
+        if target.startswith(BUILTIN_PACKAGE + "."):
+            continue
+        try:
+            mod = load_app(name)
+        except InputError:
+            out[name] = {}
+            continue
+        out[name] = _own_jobscripts(name, mod)
+    return out
+
+
+def _own_jobscripts(name: str, mod) -> dict:
+    pkg = mod.__name__ if hasattr(mod, "__path__") else (getattr(mod, "__package__", "") or "")
+    if not pkg:
+        return {}
+    try:
+        root = importlib.resources.files(pkg)
+    except (ImportError, TypeError, ValueError):
+        return {}
+    found = {}
+    for variant, attr, default in (("cpu", "JOBSCRIPT", f"jobscripts/{name}.sbatch"),
+                                   ("gpu", "JOBSCRIPT_GPU", f"jobscripts/{name}-gpu.sbatch")):
+        res = root.joinpath(*str(getattr(mod, attr, None) or default).split("/"))
+        if res.is_file():
+            found[variant] = res
+    return found
 
 
 @dataclass
@@ -126,7 +219,8 @@ def run_deck(path: str, quiet: bool = False, team: Team | None = None, expect_ap
 
 
 def main_for_app(name: str, argv=None) -> int:
-    """Command line of a single application (``python apps/NAME.py DECK [--quiet]``)."""
+    """Command line of a single application (``python apps/NAME.py DECK [--quiet] [--set ...]``,
+    the launchers in the repository's ``apps/``). Collective (under mpiexec/srun)."""
     p = argparse.ArgumentParser(prog=f"apps/{name}.py", description=load_app(name).__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("deck", help="TOML input deck")

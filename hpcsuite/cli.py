@@ -16,6 +16,7 @@ examples:
   hpcsuite info                                  what this installation can do
   hpcsuite run --list                            the applications and what they do
   hpcsuite run --template heat3d > my.toml       a deck with every key, default and meaning
+  hpcsuite inputs --copy decks                   copy the shipped example decks into decks/
   mpiexec -n 4 hpcsuite run inputs/heat3d.toml   run a deck on 4 ranks
   hpcsuite jobscript heat3d --nodes 2 -o j.sbatch a SLURM batch script for an app
   hpcsuite submit j.sbatch inputs/heat3d.toml    check and queue it
@@ -94,8 +95,11 @@ def build_parser() -> argparse.ArgumentParser:
     _add_set_option(t)
 
     j = sub.add_parser("jobscript", help="render a SLURM batch script for an app, or check one",
-                       description="Render a validated sbatch script from the templates in jobscripts/ "
-                       "(CPU or GPU variant), or check an existing script without a cluster.",
+                       description="Render a validated sbatch script from the application's template "
+                       "(CPU or GPU variant), or check an existing script without a cluster. A rendered "
+                       "script needs no checkout: it activates the Python environment that rendered it, "
+                       "launches with the srun --mpi plugin of its MPI, and carries the site file's "
+                       "module loads, environment and SLURM defaults (docs/site.md).",
                        epilog="examples:\n  hpcsuite jobscript heat3d --nodes 2 --ntasks-per-node 32 "
                               "--time 01:00:00 -o heat.sbatch\n  hpcsuite jobscript --check my.sbatch\n"
                               "  hpcsuite jobscript --list",
@@ -107,13 +111,29 @@ def build_parser() -> argparse.ArgumentParser:
     j.add_argument("--ntasks-per-node", type=int)
     j.add_argument("--cpus-per-task", type=int)
     j.add_argument("--time", help="time limit: M, H:M:S, D-H:M:S ...")
-    j.add_argument("--partition")
-    j.add_argument("--account")
+    j.add_argument("--partition", help="default: the site file's [slurm] partition")
+    j.add_argument("--account", help="default: the site file's [slurm] account")
+    j.add_argument("--qos", help="default: the site file's [slurm] qos")
     j.add_argument("--gpu", type=int, metavar="N", dest="gpus_per_node", help="GPU variant with N GPUs per node")
     j.add_argument("--array", help="job array spec, e.g. 0-15%%4")
     j.add_argument("--job-name")
     j.add_argument("--deck", help="default deck of the script (must exist)")
     j.add_argument("-o", "--output", metavar="FILE", help="write the script here (default: stdout)")
+    j.add_argument("--srun-mpi", action="store_true",
+                   help="print the srun --mpi plugin for this installation (site file, else its MPI) and exit")
+
+    inp = sub.add_parser("inputs", help="list or copy the example decks shipped with hpcsuite",
+                         description="The example decks that ship with hpcsuite (in a checkout: inputs/). "
+                         "Without options: list them. --copy DIR copies them (all, or the ones named) "
+                         "with the files they read; --path prints the installed file of each.",
+                         epilog="examples:\n  hpcsuite inputs\n  hpcsuite inputs --copy decks\n"
+                                "  hpcsuite inputs heat3d eigen_mtx --copy .\n"
+                                "  mpiexec -n 2 hpcsuite run \"$(hpcsuite inputs --path heat3d)\"",
+                         formatter_class=argparse.RawDescriptionHelpFormatter)
+    inp.add_argument("names", nargs="*", metavar="NAME", help="decks (default: all), e.g. heat3d or eigen_mtx")
+    inp.add_argument("--copy", metavar="DIR", help="copy the decks and the files they read into DIR")
+    inp.add_argument("--force", action="store_true", help="with --copy: overwrite files that exist")
+    inp.add_argument("--path", action="store_true", help="print the installed file of each deck")
 
     sb = sub.add_parser("submit", help="submit a batch script (sbatch --parsable, dependencies)",
                         description="Check a batch script and queue it; prints the job id.",
@@ -136,7 +156,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_stage_parser(sub)
 
     le = sub.add_parser("les", help="tools for LES runs (plots, BOMEX comparison)",
-                        description="Tools for runs of the les application (apps/les.py).",
+                        description="Tools for runs of the les application (hpcsuite.apps.les).",
                         epilog="examples:\n  hpcsuite les plot les_bomex_small\n"
                                "  hpcsuite les plot les_cbl -o figures/cbl\n"
                                "  hpcsuite les compare les_bomex              # hours 3-6 vs the intercomparison",
@@ -164,10 +184,17 @@ def build_parser() -> argparse.ArgumentParser:
 
 def cmd_run(args) -> int:
     from . import apprunner
+    from .runtime import InputError
     if args.list:
         if _env_rank() == 0:
             for name in apprunner.known_apps():
-                print(f"{name:12s} {getattr(apprunner.load_app(name), 'SUMMARY', '')}")
+                try:
+                    summary = getattr(apprunner.load_app(name), "SUMMARY", "")
+                except InputError as exc:        # one broken plug-in must not hide the others
+                    summary = f"(cannot be used: {exc})"
+                print(f"{name:12s} {summary}")
+            for note in apprunner.ignored_entry_points():
+                print(f"(ignored: {note})")
         return 0
     if args.template:
         try:
@@ -228,11 +255,21 @@ def cmd_tune(args) -> int:
 
 
 def cmd_jobscript(args) -> int:
+    from .apprunner import app_jobscripts
     from .jobs import lint_file, render, templates
+    from .jobs.render import is_generic, srun_mpi_for
     from .runtime import InputError
+    if args.srun_mpi:
+        try:
+            print(srun_mpi_for()[0])
+        except InputError as exc:
+            return _fail(str(exc))
+        return 0
+    apps = app_jobscripts()
     if args.list:
-        for app, variants in templates().items():
-            print(f"{app:10s} {', '.join(sorted(variants))}")
+        for app, variants in templates(apps).items():
+            generic = " (the generic template)" if any(is_generic(t) for t in variants.values()) else ""
+            print(f"{app:12s} {', '.join(sorted(variants))}{generic}")
         return 0
     if args.check:
         try:
@@ -249,8 +286,8 @@ def cmd_jobscript(args) -> int:
     try:
         text = render(args.app, nodes=args.nodes, ntasks_per_node=args.ntasks_per_node,
                       cpus_per_task=args.cpus_per_task, time=args.time, partition=args.partition,
-                      account=args.account, gpus_per_node=args.gpus_per_node, deck=args.deck,
-                      job_name=args.job_name, array=args.array)
+                      account=args.account, qos=args.qos, gpus_per_node=args.gpus_per_node, deck=args.deck,
+                      job_name=args.job_name, array=args.array, apps=apps)
     except InputError as exc:
         return _fail(str(exc))
     if args.output:
@@ -279,6 +316,39 @@ def cmd_submit(args) -> int:
         return _fail(str(exc), 1)
     print(job)
     return rc if args.wait else 0
+
+
+def cmd_inputs(args) -> int:
+    """``hpcsuite inputs``: list, locate or copy the shipped example decks. Local (rank 0 acts)."""
+    from .runtime import InputError
+    from .shipped import copy_decks, deck_info, example_decks, real_path
+    decks = example_decks()
+    names = [n.removesuffix(".toml") for n in args.names] or list(decks)
+    unknown = [n for n in names if n not in decks]
+    if unknown:
+        return _fail(f"inputs: no shipped deck {unknown[0]!r} (shipped: {', '.join(decks)})")
+    if _env_rank() != 0:
+        return 0
+    if args.copy:
+        try:
+            written = copy_decks(args.copy, names, overwrite=args.force)
+        except (InputError, OSError) as exc:
+            return _fail(str(exc))
+        print(f"copied {len(written)} file(s) into {args.copy}: "
+              + " ".join(p.name for p in written if p.suffix == ".toml"))
+        return 0
+    if args.path:
+        for n in names:
+            real = real_path(decks[n])
+            if real is None:
+                return _fail(f"inputs: {n} is inside a zipped install; use --copy DIR")
+            print(real)
+        return 0
+    for n in names:
+        app, what = deck_info(decks[n])
+        print(f"{n:20s} {app:8s} {what}")
+    print("(hpcsuite inputs --copy DIR [NAME...] copies them; run one: hpcsuite run DIR/NAME.toml)")
+    return 0
 
 
 def cmd_stage(args) -> int:
@@ -356,7 +426,7 @@ def main(argv=None) -> int:
             parser.print_help()
         return 2
     return {"run": cmd_run, "info": cmd_info, "jobscript": cmd_jobscript, "submit": cmd_submit,
-            "tune": cmd_tune, "stage": cmd_stage, "les": cmd_les}[args.command](args)
+            "tune": cmd_tune, "stage": cmd_stage, "les": cmd_les, "inputs": cmd_inputs}[args.command](args)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -3,8 +3,14 @@
 Finds the mistakes that make jobs fail late or silently: ``#SBATCH`` lines after the first command
 (sbatch ignores them), unknown or misspelt options (with a suggestion), malformed time limits and
 signal specs, no task count, near-miss directives (``# SBATCH``, ``#sbatch``) that sbatch treats as
-comments, a missing interpreter line, and ``srun`` steps without ``--mpi=`` (with MPICH a wrong or
-missing plugin silently starts every rank as its own size-1 job).
+comments, a missing interpreter line, and ``srun`` steps whose ``--mpi=`` plugin does not fit the
+MPI (a wrong or missing plugin silently starts every rank as its own size-1 job, or none at all).
+
+The plugin that fits is, in order: the site file's ``[slurm] srun_mpi``; the one for the MPI the
+script says it was rendered for (``HPCSUITE_MPI_VENDOR=...``, written by ``hpcsuite jobscript``);
+the one for the MPI of this installation (:func:`hpcsuite.runtime.launcher.srun_mpi_plugin`: pmix
+for Open MPI, pmi2 for MPICH and its derivatives). ``--mpi=$VAR`` is resolved through plain
+``VAR=value`` assignments of the script.
 """
 from __future__ import annotations
 
@@ -13,8 +19,8 @@ import re
 import shlex
 from dataclasses import dataclass
 
-__all__ = ["Finding", "lint_text", "lint_file", "parse_directives", "valid_time", "SBATCH_LONG",
-           "SBATCH_SHORT"]
+__all__ = ["Finding", "lint_text", "lint_file", "parse_directives", "valid_time", "expected_srun_mpi",
+           "plugin_fits", "SBATCH_LONG", "SBATCH_SHORT"]
 
 # sbatch 22.05 options (from `sbatch --help`); value=True when the option takes an argument
 SBATCH_LONG = {
@@ -112,8 +118,11 @@ def _split_option(rest: str):
     return opt, None
 
 
-def lint_text(text: str) -> list[Finding]:
-    """All findings for a batch script's text, in line order."""
+def lint_text(text: str, *, srun_mpi: str | None = None) -> list[Finding]:
+    """All findings for a batch script's text, in line order. Local.
+
+    ``srun_mpi`` is the ``srun --mpi`` plugin that fits; default: :func:`expected_srun_mpi`.
+    """
     f: list[Finding] = []
     lines = text.splitlines()
     if not lines or not lines[0].startswith("#!"):
@@ -164,15 +173,96 @@ def lint_text(text: str) -> list[Finding]:
     if directives and not ({"ntasks", "ntasks-per-node"} & set(seen)) and "wrap" not in seen:
         f.append(Finding(directives[0][0], "warning", "no task count: add --ntasks or --ntasks-per-node "
                                                       "(otherwise srun starts one task per node)"))
-    for no, line in enumerate(lines, 1):
-        s = line.strip()
-        if re.match(r"^(exec\s+)?srun\b", s) and "--mpi" not in s and "--overlap" not in s:
-            f.append(Finding(no, "warning", "srun without --mpi=...: with MPICH use --mpi=pmi2, otherwise "
-                                            "every rank may start as its own size-1 job"))
+    f.extend(_srun_findings(text, lines, srun_mpi))
     return sorted(f, key=lambda x: x.line)
 
 
-def lint_file(path) -> list[Finding]:
-    """Findings for the script at ``path`` (``OSError`` if it cannot be read)."""
+_ASSIGN = re.compile(r"^\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)=([^\s;#]*)")
+_MPI_OPT = re.compile(r"--mpi(?:=|\s+)(\S+)")
+
+
+def _assignments(lines) -> dict[str, str]:
+    out = {}
+    for line in lines:
+        m = _ASSIGN.match(line)
+        if m:
+            out[m.group(1)] = m.group(2).strip("'\"")
+    return out
+
+
+def _resolve(value: str, assigned: dict[str, str], depth: int = 0) -> str | None:
+    """``value`` with ``$NAME``, ``${NAME}`` and ``${NAME:-default}`` replaced from the script's
+    plain assignments; ``None`` when something stays unknown."""
+    value = value.strip("'\"")
+    m = re.fullmatch(r"\$(?:\{([A-Za-z_]\w*)(?::?-([^}]*))?\}|([A-Za-z_]\w*))", value)
+    if m is None:
+        return None if "$" in value or "`" in value else value
+    name, default = m.group(1) or m.group(3), m.group(2)
+    if depth < 5 and name in assigned:
+        got = _resolve(assigned[name], {k: v for k, v in assigned.items() if k != name}, depth + 1)
+        if got is not None:
+            return got
+    return _resolve(default, assigned, depth + 1) if default is not None else None
+
+
+def plugin_fits(plugin: str, expected: str) -> bool:
+    """Whether ``srun --mpi=plugin`` starts what ``expected`` starts (``pmix_v4`` fits ``pmix``)."""
+    base = lambda p: p.split("_v")[0] if p.startswith("pmix") else p   # noqa: E731
+    return plugin == expected or base(plugin) == base(expected)
+
+
+def expected_srun_mpi(text: str = "") -> tuple[str | None, str]:
+    """``(plugin, where that comes from)`` for a script's ``srun --mpi=``: the site file's, else
+    the one for the MPI the script was rendered for, else this installation's; ``(None, why)``
+    when none is known. Local (reads the site file; asks mpi4py for the MPI library)."""
+    from ..runtime.launcher import VENDORS, mpi_library_version, srun_mpi_plugin, vendor_of
+    from ..runtime.site import load_site
+    try:
+        site = load_site()
+    except ValueError:                  # a broken site file is reported where it is used
+        site = None
+    if site is not None and site.srun_mpi:
+        return site.srun_mpi, f"the site file {site.path} sets srun_mpi = {site.srun_mpi!r}"
+    vendor = _assignments(text.splitlines()).get("HPCSUITE_MPI_VENDOR")
+    if vendor in VENDORS:
+        return srun_mpi_plugin(vendor), f"the script was rendered for {vendor}"
+    try:
+        lib = mpi_library_version()
+    except Exception:  # noqa: BLE001 - no usable mpi4py: nothing to compare with
+        return None, "this installation's MPI is unknown"
+    if vendor_of(lib) == "unknown":
+        return None, f"this installation's MPI ({lib}) is not one hpcsuite knows"
+    return srun_mpi_plugin(vendor_of(lib)), f"this installation's MPI is {lib}"
+
+
+def _srun_findings(text: str, lines, srun_mpi) -> list[Finding]:
+    steps = [(no, line.strip()) for no, line in enumerate(lines, 1)
+             if re.match(r"^(exec\s+)?srun\b", line.strip()) and "--overlap" not in line]
+    if not steps:
+        return []
+    if srun_mpi is None:
+        expected, why = expected_srun_mpi(text)
+    else:
+        expected, why = srun_mpi, f"--mpi={srun_mpi} was asked for"
+    assigned = _assignments(lines)
+    out = []
+    for no, s in steps:
+        m = _MPI_OPT.search(s)
+        if m is None:
+            use = f"--mpi={expected} ({why})" if expected else "the plugin of your MPI (pmi2: MPICH, pmix: Open MPI)"
+            out.append(Finding(no, "warning", f"srun without --mpi=...: use {use}, otherwise every rank may "
+                                              "start as its own size-1 job"))
+            continue
+        plugin = _resolve(m.group(1), assigned)
+        if plugin is None or plugin == "list" or expected is None:
+            continue
+        if not plugin_fits(plugin, expected):
+            out.append(Finding(no, "error", f"srun --mpi={plugin} does not fit: {why}; use --mpi={expected}"))
+    return out
+
+
+def lint_file(path, *, srun_mpi: str | None = None) -> list[Finding]:
+    """Findings for the script at ``path`` (``OSError`` if it cannot be read); see
+    :func:`lint_text`."""
     with open(path, encoding="utf-8") as fh:
-        return lint_text(fh.read())
+        return lint_text(fh.read(), srun_mpi=srun_mpi)

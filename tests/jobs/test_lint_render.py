@@ -4,6 +4,9 @@ import pytest
 from hpcsuite.jobs import SlurmEnv, lint_text, render, templates
 from hpcsuite.jobs.lint import valid_time
 from hpcsuite.runtime import InputError
+from hpcsuite.runtime.site import Site
+
+NO_SITE = Site()          # renders as if the machine had no site file
 
 GOOD = """#!/bin/bash
 #SBATCH --job-name=x
@@ -13,12 +16,8 @@ srun --mpi=pmi2 hostname
 """
 
 
-def codes(text):
-    return [(f.line, f.level, f.message.split(":")[0]) for f in lint_text(text)]
-
-
 def test_clean_script_has_no_findings():
-    assert lint_text(GOOD) == []
+    assert lint_text(GOOD, srun_mpi="pmi2") == []
 
 
 @pytest.mark.parametrize("text,line,level,fragment", [
@@ -31,13 +30,17 @@ def test_clean_script_has_no_findings():
     (GOOD.replace("--ntasks=4", "--ntasks=four"), 3, "error", "positive count"),
     (GOOD.replace("#SBATCH --ntasks=4\n", ""), 2, "warning", "no task count"),
     (GOOD.replace("#SBATCH --job-name=x", "# SBATCH --job-name=x"), 2, "warning", "looks like a directive"),
-    (GOOD.replace("--mpi=pmi2 ", ""), 5, "warning", "srun without --mpi"),
+    (GOOD.replace("--mpi=pmi2 ", ""), 5, "warning", "srun without --mpi=...: use --mpi=pmi2"),
+    (GOOD.replace("--mpi=pmi2", "--mpi=pmix"), 5, "error", "srun --mpi=pmix does not fit: --mpi=pmi2 was asked "
+                                                          "for; use --mpi=pmi2"),
+    (GOOD.replace("--mpi=pmi2", "--mpi=none"), 5, "error", "use --mpi=pmi2"),
     (GOOD.replace("#SBATCH --job-name=x", "#SBATCH -Z 3"), 2, "error", "unknown sbatch option '-Z'"),
     (GOOD.replace("--job-name=x", "--signal=B:USR1@x"), 2, "error", "malformed --signal"),
 ])
 def test_lint_catches_mistakes_with_line_numbers(text, line, level, fragment):
-    found = [f for f in lint_text(text) if f.line == line and f.level == level and fragment in f.message]
-    assert found, lint_text(text)
+    found = [f for f in lint_text(text, srun_mpi="pmi2") if f.line == line and f.level == level
+             and fragment in f.message]
+    assert found, lint_text(text, srun_mpi="pmi2")
 
 
 @pytest.mark.parametrize("t,ok", [("10", True), ("10:30", True), ("1:00:00", True), ("2-0", True),
@@ -52,7 +55,7 @@ def test_every_template_is_clean_and_renders():
         for variant, path in variants.items():
             assert [f for f in lint_text(path.read_text()) if f.level == "error"] == [], path
         text = render(app, nodes=2, ntasks_per_node=3, time="1:00:00", partition="p", account="a",
-                      check_cluster=False)
+                      check_cluster=False, site=NO_SITE)
         for line in ("#SBATCH --nodes=2", "#SBATCH --ntasks-per-node=3", "#SBATCH --time=1:00:00",
                      "#SBATCH --partition=p", "#SBATCH --account=a"):
             assert line in text.splitlines(), (app, line)
@@ -62,7 +65,7 @@ def test_every_template_is_clean_and_renders():
 def test_render_array_and_deck(tmp_path):
     deck = tmp_path / "d.toml"
     deck.write_text("")
-    text = render("heat3d", array="0-3%2", deck=str(deck), check_cluster=False)
+    text = render("heat3d", array="0-3%2", deck=str(deck), check_cluster=False, site=NO_SITE)
     assert "#SBATCH --array=0-3%2" in text and "#SBATCH --output=%x-%A_%a.out" in text
     assert f"deck=${{1:-{deck}}}" in text
 
@@ -76,7 +79,7 @@ def test_render_array_and_deck(tmp_path):
 def test_render_rejects_bad_requests(kw, msg):
     app = kw.pop("app")
     with pytest.raises(InputError, match=msg.replace("(", r"\(").replace(")", r"\)")):
-        render(app, check_cluster=False, **kw)
+        render(app, check_cluster=False, site=NO_SITE, **kw)
 
 
 def test_slurm_environment_parsing():

@@ -1,0 +1,565 @@
+"""les: a DALES-style large-eddy simulation (Boussinesq, staggered grid, RK3, FFT pressure solver).
+
+Cases (``[case] kind``):
+
+* ``taylor_green``: the 2-D Taylor-Green vortex extruded in z (w = 0), exact solution
+  ``u = U cos(kx x) sin(ky y) e^(-nu k^2 t)``; the final error is printed.
+* ``advect_sine``: ``thl = A sin(m 2 pi x / Lx)`` advected by a constant ``u = U`` and diffused
+  with ``kappa``; the final error against ``A sin(k (x - U t)) e^(-kappa k^2 t)`` is printed.
+* ``cbl``: a dry convective boundary layer heated from below, growing into a stable layer.
+* ``bomex``: the BOMEX shallow-cumulus intercomparison case (Siebesma et al. 2003).
+* ``dales``: any DALES case from ``prof.inp.NNN`` and ``lscale.inp.NNN`` files.
+
+The fields are distributed in x and y over a 2-D process grid; every part of a step runs on the CPU
+(NumPy) or the GPU (CuPy, ``[app] device = "gpu"``) from the same source. Output (``[output] dir``):
+``fields.h5`` (the final 3-D fields), ``sections.h5`` (cross-sections), ``stats.h5`` (time series and
+hourly mean profiles, moist and dry cases), a checkpoint that a rerun continues from bit-identically
+(also written on SIGUSR1, e.g. a batch job's time-limit warning; the run then exits 85).
+
+Run: ``mpiexec -n 4 hpcsuite run inputs/taylor_green.toml``; plots: ``hpcsuite les plot DIR``.
+"""
+from __future__ import annotations
+
+import math
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from hpcsuite import deck as dk
+from hpcsuite.runtime import EXIT_CHECKPOINTED, EXIT_FAILURE, CheckpointRequest, InputError, Timers, gpu_status
+
+NAME = "les"
+PARALLEL_HDF5 = True          # its output is written by every rank (runtime.h5io)
+SUMMARY = "DALES-style LES: Taylor-Green, advected sine, dry CBL, BOMEX cumulus; CPU or GPU, 2-D decomposition"
+
+SCHEMES = ("2nd", "5th")
+_SCHEME_OR_GROUP = ("",) + SCHEMES
+TWO_PI = 2.0 * math.pi
+
+SCHEMA = dk.Schema({
+    "app": {
+        "name": dk.Str(help="the application: les"),
+        "device": dk.Choice(default="cpu", choices=("cpu", "gpu"), help="where the fields live"),
+    },
+    "case": {
+        "kind": dk.Choice(choices=("taylor_green", "advect_sine", "cbl", "bomex", "dales"),
+                          help="which case"),
+        "amplitude": dk.Float(default=1.0, help="taylor_green: velocity amplitude U; advect_sine: A"),
+        "velocity": dk.Float(default=1.0, help="advect_sine: the constant advecting velocity U"),
+        "wavenumber": dk.Int(default=1, min=1, help="advect_sine: periods of the sine in x"),
+        "folder": dk.Str(default="", help="dales: folder holding prof.inp.NNN and lscale.inp.NNN "
+                         "(relative to the deck's folder)"),
+        "expnr": dk.Int(default=1, min=0, max=999, help="dales: experiment number NNN"),
+        "thl0": dk.Float(default=300.0, gt=0, help="cbl: mixed-layer potential temperature (K)"),
+        "zi0": dk.Float(default=200.0, ge=0, help="cbl: initial mixed-layer depth (m)"),
+        "gamma": dk.Float(default=0.003, gt=0, help="cbl: lapse rate above it (K/m)"),
+        "perturbation": dk.Float(default=0.1, ge=0, help="cbl/bomex/dales: random thl perturbation (K) "
+                                 "in the lowest levels"),
+        "seed": dk.Int(default=1, min=0, help="seed of the random perturbations"),
+    },
+    "grid": {
+        "nx": dk.Int(min=1, help="cells along x"),
+        "ny": dk.Int(min=1, help="cells along y"),
+        "nz": dk.Int(min=1, help="cells along z"),
+        "xsize": dk.Float(gt=0, help="domain length along x (m)"),
+        "ysize": dk.Float(gt=0, help="domain length along y (m)"),
+        "zsize": dk.Float(gt=0, help="domain height (m)"),
+        "stretch": dk.Float(default=1.0, ge=1.0, le=1.2, help="ratio of consecutive layer thicknesses "
+                            "(1 = uniform)"),
+    },
+    "advection": {
+        "momentum": dk.Choice(default="2nd", choices=SCHEMES, help="scheme for u, v, w"),
+        "scalars": dk.Choice(default="2nd", choices=SCHEMES, help="scheme for thl, qt, e12"),
+        **{v: dk.Choice(default="", choices=_SCHEME_OR_GROUP, help=f"scheme for {v} (\"\" = its group's)")
+           for v in ("u", "v", "w", "thl", "qt", "e12")},
+    },
+    "subgrid": {
+        "scheme": dk.Choice(default="constant", choices=("constant", "smagorinsky", "tke", "none"),
+                            help="closure: constant viscosity, Smagorinsky, prognostic TKE, none"),
+        "nu": dk.Float(default=0.0, ge=0, help="constant: viscosity (m^2/s)"),
+        "kappa": dk.Float(default=-1.0, help="constant: scalar diffusivity (m^2/s; < 0 = nu)"),
+        "cs": dk.Float(default=0.22, gt=0, help="smagorinsky: constant"),
+        "prandtl": dk.Float(default=1.0 / 3.0, gt=0, help="smagorinsky: turbulent Prandtl number"),
+    },
+    "physics": {
+        "th0": dk.Float(default=300.0, gt=0, help="reference potential temperature (K)"),
+        "ps": dk.Float(default=101500.0, gt=0, help="surface pressure (Pa)"),
+        "lat": dk.Float(default=0.0, ge=-90, le=90, help="latitude for the Coriolis parameter (deg); "
+                        "0 = no Coriolis force"),
+        "wthl": dk.Float(default=0.0, help="surface kinematic heat flux (K m/s)"),
+        "wqt": dk.Float(default=0.0, help="surface kinematic moisture flux (m/s)"),
+        "ustar": dk.Float(default=0.0, ge=0, help="surface friction velocity (m/s)"),
+        "galilean": dk.Bool(default=False, help="move the domain with the mean wind (Galilean shift)"),
+    },
+    "time": {
+        "t_end": dk.Float(gt=0, help="simulated time to reach (s)"),
+        "dt": dk.Float(default=0.0, ge=0, help="fixed time step (s); 0 = adaptive"),
+        "courant": dk.Float(default=0.7, gt=0, le=1.4, help="adaptive: target Courant number"),
+        "peclet": dk.Float(default=0.3, gt=0, le=0.6, help="adaptive: target diffusion number"),
+        "dt_max": dk.Float(default=60.0, gt=0, help="adaptive: largest step (s)"),
+        "blowup_courant": dk.Float(default=3.0, gt=0, help="stop when the Courant number exceeds this"),
+    },
+    "decomposition": {
+        "dims": dk.IntList(default=[0, 0], length=2, min=0, help="ranks along x, y; 0 = choose"),
+    },
+    "output": {
+        "dir": dk.Str(default="les_out", nonempty=True, help="folder for fields.h5, sections.h5, stats.h5"),
+        "fields": dk.Bool(default=True, help="write the final 3-D fields"),
+        "sections_every": dk.Float(default=0.0, ge=0, help="seconds between cross-sections (0 = none)"),
+        "section_levels": dk.IntList(default=[0], min=0, help="levels k of the x-y cross-sections"),
+        "stats_every": dk.Float(default=60.0, ge=0, help="seconds between statistics samples (0 = none)"),
+        "checkpoint": dk.Str(default="", help="checkpoint file; \"\" = none. A run that finds it "
+                             "continues from it"),
+        "checkpoint_every": dk.Int(default=0, min=0, help="also checkpoint every N steps (0 = on SIGUSR1 only)"),
+        "check_interval": dk.Int(default=10, min=1, help="steps between checks for a checkpoint request"),
+    },
+}, doc={"app": "which application", "case": "initial state and forcings", "grid": "cells and domain",
+        "advection": "schemes per variable", "subgrid": "subgrid closure", "physics": "constants, surface",
+        "time": "RK3 stepping", "decomposition": "process grid", "output": "results and checkpoints"})
+
+MOIST = ("bomex", "dales")
+
+
+# ---------------------------------------------------------------------- deck helpers
+def field_names(deck) -> list[str]:
+    kind = deck.case.kind
+    names = ["u", "v", "w"]
+    if kind in ("advect_sine", "cbl") or kind in MOIST:
+        names.append("thl")
+    if kind in MOIST:
+        names.append("qt")
+    if deck.subgrid.scheme == "tke":
+        names.append("e12")
+    return names
+
+
+def scheme_of(deck, var: str) -> str:
+    a = deck.advection
+    return a[var] or (a.momentum if var in ("u", "v", "w") else a.scalars)
+
+
+def make_grid(deck):
+    from hpcsuite.les.grid import Grid
+    g = deck.grid
+    if g.stretch == 1.0:
+        return Grid.uniform(g.nx, g.ny, g.nz, g.xsize, g.ysize, g.zsize)
+    d = g.stretch ** np.arange(g.nz)
+    return Grid.stretched(g.nx, g.ny, g.xsize, g.ysize, np.concatenate(([0.0], np.cumsum(d))) * g.zsize / d.sum())
+
+
+def diffusivities(deck) -> tuple[float, float]:
+    s = deck.subgrid
+    if s.scheme != "constant":
+        return 0.0, 0.0
+    return s.nu, (s.nu if s.kappa < 0 else s.kappa)
+
+
+def velocity_scale(deck, grid) -> tuple[float, float]:
+    """Largest |u| and |v| of the initial state (for the fixed-step check)."""
+    kind, c = deck.case.kind, deck.case
+    if kind == "taylor_green":
+        return abs(c.amplitude), abs(c.amplitude) * grid.ysize / grid.xsize
+    if kind == "advect_sine":
+        return abs(c.velocity), 0.0
+    prof = case_profiles(deck, grid)
+    cu, cv = galilean_shift(deck, prof)
+    # the initial wind in the moving frame plus ~2 m/s of convective motion to come
+    return (float(np.max(np.abs(prof["u"] - cu))) + 2.0, float(np.max(np.abs(prof["v"] - cv))) + 2.0)
+
+
+def galilean_shift(deck, prof) -> tuple[float, float]:
+    """``(cu, cv)``: the middle of the initial wind's range (as DALES), or zero."""
+    if not deck.physics.galilean:
+        return 0.0, 0.0
+    return (0.5 * (float(np.max(prof["u"])) + float(np.min(prof["u"]))),
+            0.5 * (float(np.max(prof["v"])) + float(np.min(prof["v"]))))
+
+
+def case_profiles(deck, grid) -> dict:
+    """Initial and forcing profiles (host arrays at zf; keys of :mod:`hpcsuite.les.cases`) of the
+    atmospheric cases (PHYSICS readers)."""
+    from hpcsuite.les import cases
+    c = deck.case
+    if c.kind == "bomex":
+        return dict(cases.bomex_profiles(grid.zf))
+    if c.kind == "cbl":
+        return dict(cases.cbl_profiles(grid.zf, theta0=c.thl0, h0=c.zi0, gamma=c.gamma))
+    return dict(cases.read_dales_case(case_folder(deck), c.expnr, grid.zf))
+
+
+def case_folder(deck) -> Path:
+    """``[case] folder``; a relative one is relative to the deck's folder (like eigen's ``[problem]
+    file``), so a deck and its DALES case files can be copied or installed together."""
+    p = Path(deck.case.folder)
+    return p if p.is_absolute() else Path(deck.path).resolve().parent / p
+
+
+def check(deck, team) -> None:
+    """Cross-key checks before the run: process grid and pencils, fixed step against the limits,
+    DALES case files, the device."""
+    from hpcsuite.les.state import process_grid
+    from hpcsuite.les.timestep import COURANT_LIMIT, DIFFUSION_LIMIT, TimeStepper
+    from hpcsuite.solvers.poisson import choose_layout
+    g = deck.grid
+    try:
+        dims = process_grid(team.size, g.nx, g.ny, deck.decomposition.dims)
+    except ValueError as exc:
+        raise deck.fail("decomposition", "dims", f"= {deck.decomposition.dims} does not fit {team.size} "
+                        f"rank(s) on the {g.nx}x{g.ny} grid: {exc}")
+    try:
+        choose_layout((g.nx, g.ny, g.nz), dims)
+    except ValueError as exc:
+        raise deck.fail("decomposition", "dims", f"= {deck.decomposition.dims}: the pressure solver cannot "
+                        f"split the {g.nx}x{g.ny}x{g.nz} grid over the {'x'.join(map(str, dims))} process grid "
+                        f"({exc}); use fewer ranks or more cells")
+    kind = deck.case.kind
+    if kind == "dales":
+        if not deck.case.folder:
+            raise deck.fail("case", "folder", "is required for kind = 'dales' (the folder with prof.inp.NNN)")
+        for stem in ("prof.inp", "lscale.inp"):
+            f = case_folder(deck) / f"{stem}.{deck.case.expnr:03d}"
+            if not f.is_file():
+                raise deck.fail("case", "folder", f"= {deck.case.folder!r} has no {f.name} (needed for "
+                                f"expnr = {deck.case.expnr})")
+    grid = make_grid(deck)
+    if kind in MOIST:
+        try:
+            case_profiles(deck, grid)
+        except InputError as exc:
+            raise deck.fail("case", "folder" if kind == "dales" else "kind", str(exc))
+    if kind in ("cbl",) + MOIST and deck.subgrid.scheme == "constant" and deck.subgrid.nu == 0:
+        pass                                  # allowed (inviscid but for the numerics)
+    if deck.time.dt:
+        umax, vmax = velocity_scale(deck, grid)
+        scheme = "5th" if "5th" in (scheme_of(deck, v) for v in ("u", "v", "w")) else "2nd"
+        limit = COURANT_LIMIT[scheme]
+        cr = deck.time.dt * (umax / grid.dx + vmax / grid.dy)
+        if cr > limit:
+            raise deck.fail("time", "dt", f"= {deck.time.dt:g} is above the stability limit: the initial Courant "
+                            f"number would be {cr:.3g} > {limit} for {scheme}-order advection "
+                            f"(dt <= {limit / (umax / grid.dx + vmax / grid.dy):.4g}); use a smaller dt or 0 "
+                            f"(adaptive)")
+        k = max(diffusivities(deck))
+        d = deck.time.dt * TimeStepper.diffusion_rate(grid, k)
+        if d > DIFFUSION_LIMIT:
+            raise deck.fail("time", "dt", f"= {deck.time.dt:g} is above the diffusion limit: dt K (1/dx^2 + "
+                            f"1/dy^2 + 1/dz^2) = {d:.3g} > {DIFFUSION_LIMIT}")
+    elif deck.case.kind == "taylor_green" and deck.case.amplitude == 0 and max(diffusivities(deck)) == 0:
+        raise deck.fail("case", "amplitude", "= 0 with nu = 0: nothing moves, set [time] dt")
+    if deck.app.device == "gpu":
+        ok, why = gpu_status()
+        if not ok:
+            raise deck.fail("app", "device", f"= 'gpu' but no GPU is usable here: {why}")
+
+
+# ---------------------------------------------------------------------- set-up
+def make_model(deck, team, timers=None):
+    """The model for the deck (fields at zero, terms wired). Collective."""
+    from hpcsuite.les.advection import Advection
+    from hpcsuite.les.model import build
+    from hpcsuite.les.timestep import TimeStepper
+    grid = make_grid(deck)
+    names = field_names(deck)
+    adv = Advection({v: scheme_of(deck, v) for v in names})
+    t = deck.time
+    stepper = TimeStepper(courant=t.courant, peclet=t.peclet, dt_max=t.dt_max, dt_fixed=t.dt or None,
+                          blowup_courant=t.blowup_courant)
+    before, after, extra = physics_terms(deck, grid)
+    nu, kappa = diffusivities(deck)
+    m = build(grid, team, names, adv, before=before, after=after, dims=deck.decomposition.dims,
+              device=deck.app.device, stepper=stepper, k_const=max(nu, kappa), timers=timers,
+              params=extra.get("params"))
+    return m
+
+
+def physics_terms(deck, grid):
+    """``(before, after, extra)``: the terms around the advection for the case (PHYSICS modules)."""
+    from hpcsuite.les import subgrid
+    s, p, kind = deck.subgrid, deck.physics, deck.case.kind
+    before, after = [], []
+    params = {"th0": p.th0, "ps": p.ps, "lat": p.lat, "wthl": p.wthl, "wqt": p.wqt, "ustar": p.ustar,
+              "cs": s.cs, "prandtl": s.prandtl}
+    if kind in ("cbl",) + MOIST:
+        from hpcsuite.les import surface, thermo
+        before.append(surface.PrescribedSurface(params))
+        before.append(thermo.Thermo(params) if kind in MOIST else thermo.DryThermo(params))
+    nu, kappa = diffusivities(deck)
+    if s.scheme == "constant" and (nu or kappa):
+        after.append(subgrid.ConstantViscosity(nu, kappa))
+    elif s.scheme == "smagorinsky":
+        after.append(subgrid.Smagorinsky(params))
+    elif s.scheme == "tke":
+        after.append(subgrid.SubgridTKE(params))
+    if kind in MOIST:
+        from hpcsuite.les import forcings
+        if p.lat:
+            after.append(forcings.Coriolis(params))
+        after.append(forcings.Subsidence())
+        after.append(forcings.PrescribedTendencies())
+    return before, after, {"params": params}
+
+
+def initialise(deck, model) -> None:
+    """Set the initial fields (interiors; halos follow) and the case's profiles. Collective."""
+    ctx, g, xp = model.ctx, model.ctx.grid, model.ctx.xp
+    f = ctx.fields
+    c, kind = deck.case, deck.case.kind
+    xc, xf = g.x_cells()[:, None, None], g.x_faces()[:, None, None]
+    yc, yf = g.y_cells()[None, :, None], g.y_faces()[None, :, None]
+    put = (lambda name, a: f[name].__setitem__(Ellipsis, xp.asarray(np.broadcast_to(a, f[name].shape).copy())))
+    if kind == "taylor_green":
+        kx, ky = TWO_PI / g.xsize, TWO_PI / g.ysize
+        put("u", c.amplitude * np.cos(kx * xf) * np.sin(ky * yc))
+        put("v", -c.amplitude * (kx / ky) * np.sin(kx * xc) * np.cos(ky * yf))
+    elif kind == "advect_sine":
+        put("u", np.full((1, 1, 1), c.velocity))
+        put("thl", c.amplitude * np.sin(c.wavenumber * TWO_PI / g.xsize * xc))
+    else:
+        init_atmosphere(deck, model)
+    model.update_halos()
+
+
+def init_atmosphere(deck, model) -> None:
+    """Profiles, base state and perturbed initial fields of the cbl and moist cases. Local."""
+    from hpcsuite.les import cases, thermo
+    from hpcsuite.les.subgrid import E12MIN
+    ctx, g, xp = model.ctx, model.ctx.grid, model.ctx.xp
+    f, c, p = ctx.fields, deck.case, deck.physics
+    prof = case_profiles(deck, g)
+    ctx.galilean = galilean_shift(deck, prof)
+    cu, cv = ctx.galilean
+    ctx.base = thermo.base_state(g, p.ps, p.th0, prof["thl"], prof["qt"], xp)
+    ctx.profiles = cases.profiles_for_model(prof, xp)
+    # the same random numbers whatever the decomposition: draw the global field, take the block
+    rng = np.random.default_rng(c.seed)
+    shape = (g.nx, g.ny, g.nz)
+    pert, qpert = rng.uniform(-1.0, 1.0, shape), rng.uniform(-1.0, 1.0, shape)
+    below = cases.BOMEX["perturb_below"] if c.kind in MOIST else max(0.5 * c.zi0, 2.5 * float(g.dzf[0]))
+    low = (g.zf < below).astype(float)
+    ix = np.arange(g.i0 - g.h, g.i0 + g.nxl + g.h) % g.nx
+    iy = np.arange(g.j0 - g.h, g.j0 + g.nyl + g.h) % g.ny
+    block = (lambda a: a[np.ix_(ix, iy)])                             # noqa: E731
+
+    def put(name, a):
+        f[name][...] = xp.asarray(np.ascontiguousarray(np.broadcast_to(a, f[name].shape)))
+    put("u", prof["u"] - cu)
+    put("v", prof["v"] - cv)
+    put("thl", prof["thl"] + c.perturbation * block(pert) * low)
+    if "qt" in f:
+        put("qt", prof["qt"] + cases.BOMEX["perturb_qt"] * block(qpert) * low)
+    if "e12" in f:
+        put("e12", np.maximum(prof.get("tke", np.zeros(g.nz)), E12MIN))     # DALES: the tke column is e12
+
+
+def exact_error(deck, model) -> dict | None:
+    """Max errors against the exact solution (verification cases), reduced over ranks. Collective."""
+    from mpi4py import MPI
+    ctx, g = model.ctx, model.ctx.grid
+    c, t = deck.case, model.t
+    I, J = g.interior
+    xc, xf = g.x_cells()[:, None, None], g.x_faces()[:, None, None]
+    yc, yf = g.y_cells()[None, :, None], g.y_faces()[None, :, None]
+    host = {n: np.asarray(a.get() if hasattr(a, "get") else a) for n, a in ctx.fields.items()}
+
+    def err(name, ref):
+        return float(np.abs(host[name] - np.broadcast_to(ref, host[name].shape))[I, J].max())
+    errs = {}
+    if c.kind == "taylor_green":
+        kx, ky = TWO_PI / g.xsize, TWO_PI / g.ysize
+        e = math.exp(-diffusivities(deck)[0] * (kx * kx + ky * ky) * t)
+        errs["u"] = err("u", c.amplitude * np.cos(kx * xf) * np.sin(ky * yc) * e)
+        errs["v"] = err("v", -c.amplitude * (kx / ky) * np.sin(kx * xc) * np.cos(ky * yf) * e)
+        errs["w"] = err("w", 0.0)
+    elif c.kind == "advect_sine":
+        k = c.wavenumber * TWO_PI / g.xsize
+        decay = math.exp(-diffusivities(deck)[1] * k * k * t)
+        errs["thl"] = err("thl", c.amplitude * np.sin(k * (xc - c.velocity * t)) * decay)
+    else:
+        return None
+    vals = np.array([errs[k] for k in sorted(errs)])
+    ctx.team.Allreduce(MPI.IN_PLACE, vals, op=MPI.MAX)
+    return dict(zip(sorted(errs), vals.tolist()))
+
+
+# ---------------------------------------------------------------------- the run
+class _Schedule:
+    """Output times every ``every`` seconds; ``cap`` limits a step to land on the next one."""
+
+    def __init__(self, every: float, t: float):
+        self.every = every
+        self.next = (math.floor(t / every + 1e-9) + 1) * every if every > 0 else math.inf
+
+    def due(self, t: float) -> bool:
+        if t >= self.next * (1 - 1e-12):
+            self.next += self.every
+            return True
+        return False
+
+
+def run(deck, ctx) -> int:
+    from hpcsuite.les.io import CrossSections, checkpoint_exists, load_checkpoint, save_checkpoint, write_fields
+    from hpcsuite.les.timestep import BlowUp
+    team, log = ctx.team, ctx.log
+    out = Path(deck.output.dir)
+    timers = Timers()
+    model = make_model(deck, team, timers)
+    g = model.ctx.grid
+    ckpt = deck.output.checkpoint
+    restarted = bool(ckpt) and checkpoint_exists(ckpt, team)
+    initialise(deck, model)               # profiles and base state are needed after a restart too
+    if restarted:
+        load_checkpoint(ckpt, model)
+        log.info(f"continuing from the checkpoint {ckpt} at t = {model.t:g} s (step {model.nstep})")
+    t_end = deck.time.t_end
+    log.info(f"case {deck.case.kind}: {g.nx}x{g.ny}x{g.nz} cells on {team.size} rank(s) "
+             f"(process grid {'x'.join(map(str, model.store.dims))}), device {deck.app.device}; "
+             f"advection {', '.join(f'{n} {scheme_of(deck, n)}' for n in model.ctx.fields)}; "
+             f"subgrid {deck.subgrid.scheme}; to t = {t_end:g} s")
+    stats = make_statistics(deck, model)
+    sections = (CrossSections(model.store, [n for n in ("w", "thl", "ql", "qt") if n in model.ctx.fields or n == "ql"],
+                              deck.output.section_levels, "cloudiest") if deck.output.sections_every else None)
+    if restarted and not load_outputs_state(ckpt, model.t, stats, sections, team):
+        log.warning(f"{outputs_state_path(ckpt)} is missing or older than the checkpoint: statistics and "
+                    f"cross-sections restart empty")
+    if stats is not None and not restarted:
+        stats.sample(model.ctx, initial=True)          # the initial profiles, for the plots
+    s_stats = _Schedule(deck.output.stats_every, model.t) if stats is not None else None
+    s_sect = _Schedule(deck.output.sections_every, model.t) if sections is not None else None
+    req = CheckpointRequest(team, every=deck.output.check_interval, start=model.nstep)
+    every = deck.output.checkpoint_every
+    t0 = time.perf_counter()
+    steps0 = model.nstep
+    try:
+        with log.progress(1000, unit="permille") as bar:
+            done = int(1000 * model.t / t_end)
+            bar.update(done)
+            while model.t < t_end * (1 - 1e-12):
+                cap = t_end - model.t
+                for s in (s_stats, s_sect):
+                    if s is not None:
+                        cap = min(cap, s.next - model.t)
+                model.step(cap=max(cap, 1e-12))
+                if s_stats is not None and s_stats.due(model.t):
+                    with timers("statistics"):
+                        stats.sample(model.ctx)
+                if s_sect is not None and s_sect.due(model.t):
+                    with timers("output"):
+                        sections.sample(model.ctx, model.t)
+                now = int(1000 * model.t / t_end)
+                if now > done:
+                    bar.update(now - done, t=model.t, dt=model.dt_last)
+                    done = now
+                asked = req.due(model.nstep - 1) if ckpt else False
+                if ckpt and model.t < t_end * (1 - 1e-12) and (asked or (every and model.nstep % every == 0)):
+                    with timers("checkpoint"):
+                        save_outputs_state(ckpt, model.t, stats, sections, team)
+                        save_checkpoint(ckpt, model)
+                    if asked:
+                        log.result(f"checkpointed at t = {model.t:g} s (step {model.nstep}) to {ckpt}; run "
+                                   f"again (the job script requeues) to continue")
+                        _finish_outputs(deck, model, stats, sections, out)
+                        req.close()
+                        model.free()
+                        return EXIT_CHECKPOINTED
+            if done < 1000:
+                bar.update(1000 - done, t=model.t, dt=model.dt_last)
+    except BlowUp as exc:
+        kept = f"; the last good checkpoint {ckpt} is kept" if ckpt and checkpoint_exists(ckpt, team) else ""
+        if team.rank == 0:
+            sys.stderr.write(f"{NAME}: error: {exc}{kept}\n")
+            sys.stderr.flush()
+        req.close()
+        model.free()
+        return EXIT_FAILURE
+    req.close()
+    wall = time.perf_counter() - t0
+    steps = model.nstep - steps0
+    summary = timers.summary(team)
+    parts = ", ".join(f"{k} {v['max']:.2f} s" for k, v in summary.items())
+    cells = g.nx * g.ny * g.nz
+    log.info(f"{steps} steps in {wall:.2f} s ({steps * cells / max(wall, 1e-9) / 1e6:.2f} M cell updates/s, "
+             f"{steps * cells / max(wall, 1e-9) / team.size / 1e6:.2f} per rank); time per part (slowest "
+             f"rank): {parts}")
+    errs = exact_error(deck, model)
+    if errs is not None:
+        log.result(f"error at t = {model.t:g}: " + ", ".join(f"max |{k} - exact| = {v:.6e}" for k, v in errs.items()))
+    if deck.output.fields:
+        attrs = {"t": model.t, "steps": model.nstep, "case": deck.case.kind}
+        attrs.update({f"error_{k}": v for k, v in (errs or {}).items()})
+        extra = {n: model.ctx.diag[n] for n in ("ql",) if n in model.ctx.diag}
+        write_fields(out / "fields.h5", model.store, attrs=attrs, extra=extra)
+        log.info(f"wrote {out / 'fields.h5'} ({', '.join(model.store.names + list(extra))})")
+    _finish_outputs(deck, model, stats, sections, out)
+    if stats is not None and deck.case.kind == "bomex":
+        from hpcsuite.les.cases import bomex_summary
+        line = bomex_summary(stats.timeseries())      # None for runs that stop before 6 h
+        if line:
+            log.result(line)
+    if ckpt and team.rank == 0:
+        Path(ckpt).unlink(missing_ok=True)             # finished: nothing to continue
+        outputs_state_path(ckpt).unlink(missing_ok=True)
+    team.barrier()
+    model.free()
+    return 0
+
+
+def _finish_outputs(deck, model, stats, sections, out: Path) -> None:
+    if stats is not None:
+        stats.write(out / "stats.h5", attrs={"case": deck.case.kind})
+    if sections is not None:
+        sections.write(out / "sections.h5")
+
+
+def outputs_state_path(ckpt) -> Path:
+    """Where the statistics and cross-section accumulators go beside a checkpoint."""
+    return Path(f"{ckpt}.outputs.pkl")
+
+
+def _state_of(obj) -> dict | None:
+    return None if obj is None else {k: v for k, v in vars(obj).items() if k not in ("team", "grid")}
+
+
+def save_outputs_state(ckpt, t: float, stats, sections, team) -> None:
+    """Rank 0 pickles the accumulated statistics and cross-sections (time ``t``) beside the
+    checkpoint, atomically, so that a restarted run continues its averages. Collective (barrier)."""
+    if team.rank == 0:
+        import os
+        import pickle
+        path = outputs_state_path(ckpt)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.part-{os.getpid()}")
+        with open(tmp, "wb") as f:
+            pickle.dump({"t": float(t), "stats": _state_of(stats), "sections": _state_of(sections)}, f)
+        os.replace(tmp, path)
+    team.barrier()
+
+
+def load_outputs_state(ckpt, t: float, stats, sections, team) -> bool:
+    """Restore what :func:`save_outputs_state` wrote for the checkpoint time ``t`` (on every rank:
+    the statistics are kept alike everywhere). Collective. False when there is none for ``t``."""
+    state = None
+    path = outputs_state_path(ckpt)
+    if team.rank == 0 and path.is_file():
+        import pickle
+        with open(path, "rb") as f:
+            state = pickle.load(f)
+        if state.get("t") != float(t):
+            state = None
+    state = team.bcast(state)
+    if state is None:
+        return stats is None and sections is None
+    for obj, key in ((stats, "stats"), (sections, "sections")):
+        if obj is not None and state.get(key) is not None:
+            vars(obj).update(state[key])
+    return True
+
+
+def make_statistics(deck, model):
+    """The PHYSICS statistics for the atmospheric cases (None for the verification cases)."""
+    if deck.case.kind not in ("cbl",) + MOIST or not deck.output.stats_every:
+        return None
+    from hpcsuite.les.statistics import Statistics
+    return Statistics(model.ctx.team, model.ctx.grid, interval=3600.0)
+
