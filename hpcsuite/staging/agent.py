@@ -7,7 +7,9 @@ the node's private ``/dev/shm`` folder, or memstore), runs them in the foregroun
 one's PID (with its start time) to ``<node_dir>/pids/``. On SIGTERM/SIGINT it stops its OSDs and
 deletes their RAM files; ``stage down`` and the epilog also find the OSDs by those PID files.
 
-Run: ``python -m hpcsuite.staging.agent --conf C --node-dir D --osds N --head HOST [--addr IP]``.
+Run: ``python -m hpcsuite.staging.agent --conf C --node-dir D --osds N --head HOST [--addr IP]
+[--network CIDR [--iface NAME]]`` (with ``--addr auto`` and a network: this node's address in it,
+on that interface).
 """
 from __future__ import annotations
 
@@ -51,6 +53,8 @@ def main(argv=None) -> int:
     ap.add_argument("--osds", type=int, default=1)
     ap.add_argument("--head", required=True, help="host name of the head node (keeps its node dir)")
     ap.add_argument("--addr", default="auto", help="address the OSDs bind to (auto: this host's)")
+    ap.add_argument("--network", help="with --addr auto: bind to this node's address in this network")
+    ap.add_argument("--iface", help="with --network: the address on this interface")
     a = ap.parse_args(argv)
     os.umask(0o077)
     signal.signal(signal.SIGTERM, _on_signal)
@@ -59,7 +63,10 @@ def main(argv=None) -> int:
     node_dir, log_dir = Path(a.node_dir), Path(a.log_dir)
     for d in (node_dir, node_dir / "run", node_dir / "pids"):
         d.mkdir(parents=True, exist_ok=True, mode=0o700)
-    if a.addr == "auto":
+    if a.addr == "auto" and a.network:
+        from .netif import Binding
+        addr = Binding("", a.network, a.iface).local_address(host)
+    elif a.addr == "auto":
         from .ceph import node_address
         addr = node_address(host)
     else:

@@ -13,7 +13,11 @@ Folders (both 0700, keys 0600): the *state folder* (``--dir``: ``ceph.conf``, ke
 node (daemon data, OSD RAM files, admin sockets, PID files). Ports: the monitor's two ports are
 chosen free by the kernel, other daemons bind to ports the kernel has free, so deployments side by
 side do not collide. Daemons bind to loopback on one node, to the nodes' own addresses otherwise
-(see :func:`node_address`); OSDs are placed in the CRUSH map under their SLURM node's name.
+(see :func:`node_address`), or to the interface or network chosen with ``iface``/``address``
+(:mod:`hpcsuite.staging.netif`: each node its own address there; Ceph's ``public network``). OSDs
+are placed in the CRUSH map under their SLURM node's name. Before anything starts, every node checks
+that its OSDs' RAM fits in its ``/dev/shm`` and that it has an address on the chosen network
+(:mod:`hpcsuite.staging.preflight`).
 
 :func:`teardown` is idempotent: it unmounts, stops every daemon by PID (client side first, the
 monitor last), and deletes the node folder and the state folder.
@@ -38,7 +42,7 @@ from pathlib import Path
 from hpcsuite.jobs.env import slurm_node_address, this_node
 from hpcsuite.runtime import InputError, optional
 
-from . import procs
+from . import netif, preflight, procs
 from .cephconf import cephx_key, free_port, render_conf, write_keyring
 from .radosstore import rados_client
 from .store import StagingError
@@ -142,7 +146,8 @@ def _binaries(backend: str) -> None:
 
 def deploy(state_dir, backend: str = "rados", osd_bytes: int = 1 << 30, osds_per_node: int = 1,
            objectstore: str = "bluestore", timeout: float = 90.0, mon_port: int | None = None,
-           nodes: list[str] | None = None, log=print) -> dict:
+           nodes: list[str] | None = None, log=print, iface: str | None = None,
+           address: str | None = None) -> dict:
     """Deploy a Ceph cluster for ``backend`` and wait until it is healthy. Local (head node).
 
     Parameters
@@ -161,6 +166,22 @@ def deploy(state_dir, backend: str = "rados", osd_bytes: int = 1 << 30, osds_per
         The monitor's msgr2 port (default: a free one).
     nodes : list of str, optional
         Host names (default: the SLURM allocation's, or this machine alone).
+    iface : str, optional
+        Network interface the daemons bind to (``ib0``; DisTRaC's ``-i``): on every node its own
+        IPv4 address on that interface. Default: loopback on one node, else each node's address
+        (SLURM's ``NodeAddr`` or its name's).
+    address : str, optional
+        An address of this (the head) node (the others bind to theirs in its network), or a
+        network ``10.1.0.0/16`` (every node binds to its address inside it); with ``iface``, on it.
+
+    Raises
+    ------
+    InputError
+        Bad arguments; an interface or address that does not exist on some node (one line naming
+        the node and its interfaces); OSDs whose RAM does not fit in ``/dev/shm`` on some node.
+        Checked on every node before anything starts.
+    StagingError
+        A daemon failed or the cluster did not become healthy in time (everything is stopped).
 
     Returns
     -------
@@ -186,8 +207,14 @@ def deploy(state_dir, backend: str = "rados", osd_bytes: int = 1 << 30, osds_per
     if not single and here != head.split(".")[0]:
         raise InputError(f"stage up: run it on the first node of the allocation ({head}), where the "
                          f"monitor goes; this is {here} (the batch script runs there)")
-    mon_addr = "127.0.0.1" if single else node_address(head)
+    binding = netif.resolve(iface, address, node=here)
+    if binding is not None:
+        mon_addr = binding.address
+    else:
+        mon_addr = "127.0.0.1" if single else node_address(head)
     _binaries(backend)
+    # every node: the RAM fits in /dev/shm, the chosen network exists (before anything starts)
+    checked = preflight.check_nodes(nodes or [here], head, osd_bytes, osds_per_node, objectstore, binding)
     fsid = str(uuid.uuid4())
     ndir = node_dir_for(fsid)
     os.umask(0o077)
@@ -200,13 +227,16 @@ def deploy(state_dir, backend: str = "rados", osd_bytes: int = 1 << 30, osds_per
     conf = state_dir / "ceph.conf"
     conf.write_text(render_conf(fsid=fsid, mon_addr=mon_addr, ports=ports, state_dir=state_dir,
                                 node_dir=ndir, objectstore=objectstore, osd_bytes=osd_bytes,
-                                single_node=single))
+                                single_node=single, network=binding.network if binding else None,
+                                iface=binding.iface if binding else None))
     n_osds = osds_per_node * max(1, len(nodes))
     dep = _Deployment(state_dir, {
         "backend": backend, "fsid": fsid, "conf": str(conf), "head": head, "nodes": nodes or [head],
         "node_dir": str(ndir), "mon_addr": mon_addr, "ports": list(ports), "pool": POOL,
         "osds": n_osds, "objectstore": objectstore, "osd_bytes": osd_bytes, "daemons": [],
-        "agents": [], "mount": None, "s3": None, "created": time.time()})
+        "agents": [], "mount": None, "s3": None, "created": time.time(),
+        "binding": binding.to_dict() if binding else None,
+        "node_addresses": {n: r["address"] for n, r in checked.items() if r.get("address")}})
     dep.save()
     try:
         _bring_up(dep, conf, backend, osds_per_node, timeout, t0, single, log)
@@ -307,6 +337,8 @@ def _start_agents(dep: _Deployment, conf: Path, osds_per_node: int, single: bool
     if single:
         dep.start("agent", [sys.executable, *args, "--addr", st["mon_addr"]], env)
     else:
+        if st.get("binding"):                 # each node its own address on the chosen network
+            args += netif.Binding(**st["binding"]).agent_args()
         n = len(st["nodes"])
         # one task per node beside the job's own steps; it holds the OSDs until stage down
         dep.start("agent", ["srun", "--overlap", f"--nodes={n}", f"--ntasks={n}", "--ntasks-per-node=1",

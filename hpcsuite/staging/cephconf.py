@@ -52,11 +52,19 @@ def parse_size(text: str | int) -> int:
 
 
 def render_conf(*, fsid: str, mon_addr: str, ports: tuple[int, int], state_dir: Path, node_dir: Path,
-                objectstore: str, osd_bytes: int, single_node: bool) -> str:
+                objectstore: str, osd_bytes: int, single_node: bool, network: str | None = None,
+                iface: str | None = None) -> str:
     """The ``ceph.conf`` of a deployment: cephx on, everything under the two private folders,
-    pools of size 1 (RAM is job-temporary), no placement-group autoscaling."""
+    pools of size 1 (RAM is job-temporary), no placement-group autoscaling. ``network`` (CIDR) and
+    ``iface``: the public (and cluster) network the daemons bind to (``stage up --iface/--address``);
+    default: ``mon_addr`` alone on one node. Local."""
     v2, v1 = ports
-    net = f"public network = {mon_addr}/32\n" if single_node else ""
+    if network:
+        net = f"public network = {network}\ncluster network = {network}\n"
+        if iface:
+            net += f"public network interface = {iface}\ncluster network interface = {iface}\n"
+    else:
+        net = f"public network = {mon_addr}/32\n" if single_node else ""
     return f"""# written by hpcsuite stage up; private to this deployment
 [global]
 fsid = {fsid}

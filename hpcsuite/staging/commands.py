@@ -30,6 +30,7 @@ EXAMPLES = """\
 examples:
   hpcsuite stage up                                   tmpfs store for this job
   hpcsuite stage up --backend rados --osd-size 1G --dir /dev/shm/st
+  hpcsuite stage up --backend cephfs --iface ib0 --osd-size 8G   daemons on every node's ib0 address
   hpcsuite stage in data/ --name run1 --dir /dev/shm/st   copy a tree in (checksummed)
   mpiexec -n 4 hpcsuite stage out run1 results/ --dir /dev/shm/st   every rank moves its share
   hpcsuite stage status --dir /dev/shm/st             health and usage
@@ -55,8 +56,17 @@ def add_parser(sub) -> argparse.ArgumentParser:
                              epilog="example: hpcsuite stage up --backend cephfs --osd-size 2G --timeout 120",
                              formatter_class=argparse.RawDescriptionHelpFormatter))
     u.add_argument("--backend", default="tmpfs", choices=("tmpfs", "rados", "s3", "cephfs"))
-    u.add_argument("--osd-size", default="1G", help="RAM per OSD, e.g. 512M, 1G, 4G (Ceph backends)")
+    u.add_argument("--osd-size", default=None,
+                   help="RAM per OSD, e.g. 512M, 1G, 4G (Ceph backends; default: the site file's "
+                   "[staging] ram / --osds-per-node, else 1G); must fit in /dev/shm on every node")
     u.add_argument("--osds-per-node", type=int, default=1)
+    u.add_argument("--iface", metavar="NAME",
+                   help="network interface the Ceph daemons bind to, e.g. ib0 (every node its own "
+                   "address on it; default: the site file's [staging] iface, else loopback on one "
+                   "node and each node's SLURM address across nodes)")
+    u.add_argument("--address", metavar="ADDR",
+                   help="bind to this address of the head node (the others: theirs in its network), "
+                   "or to a network such as 10.1.0.0/16 (every node its address in it)")
     u.add_argument("--store", default="bluestore", choices=("bluestore", "memstore"),
                    help="OSD object store: bluestore on a /dev/shm file, or memstore")
     u.add_argument("--timeout", type=float, default=90.0, help="seconds to wait for health")
@@ -114,14 +124,11 @@ def run(args, fail) -> int:
         return 0            # once per job: under mpiexec/srun only rank 0 deploys, removes, reports
     try:
         if act == "up":
-            try:
-                osd_bytes = parse_size(args.osd_size)
-            except ValueError as exc:
-                raise InputError(f"stage up: --osd-size: {exc}") from None
+            osd_bytes, iface, address = _site_defaults(args, parse_size)
             log = (lambda m: None) if args.quiet else (lambda m: print(f"stage up: {m}", flush=True))
             kw = {} if args.backend == "tmpfs" else dict(
                 osd_bytes=osd_bytes, osds_per_node=args.osds_per_node, objectstore=args.store,
-                timeout=args.timeout, mon_port=args.mon_port)
+                timeout=args.timeout, mon_port=args.mon_port, iface=iface, address=address)
             st = dp.up(args.dir, args.backend, log=log, **kw)
             where = st.get("root") or st.get("mount") or (st.get("s3") or {}).get("endpoint") or \
                 f"pool {st.get('pool')}"
@@ -169,6 +176,42 @@ def run(args, fail) -> int:
     except StagingError as exc:
         return fail(str(exc), 1)
     return fail(f"stage: unknown action {act!r}")
+
+
+def _site_defaults(args, parse_size) -> tuple[int, str | None, str | None]:
+    """``(osd_bytes, iface, address)`` of ``stage up``: the command line, else the site file's
+    ``[staging]`` (``iface``: an interface name, or an address/network; ``ram``: the budget per
+    node, split over the OSDs), else 1 GiB and the default network. An explicit ``--osd-size``
+    beyond the site's budget is refused. Local."""
+    from hpcsuite.runtime import InputError
+    site = None
+    try:
+        from hpcsuite.runtime.site import load_site
+    except ImportError:              # (a build without the site module: no site defaults)
+        load_site = None
+    if load_site is not None:
+        site = load_site()
+    budget = site.staging_ram_bytes if site is not None else None
+    where = f"{site.path} [staging] ram = {site.staging_ram!r}" if budget else ""
+    if args.osd_size is not None:
+        try:
+            osd_bytes = parse_size(args.osd_size)
+        except ValueError as exc:
+            raise InputError(f"stage up: --osd-size: {exc}") from None
+        if budget and args.backend != "tmpfs" and osd_bytes * max(1, args.osds_per_node) > budget:
+            raise InputError(f"stage up: --osd-size {args.osd_size} x {args.osds_per_node} OSD(s) per node "
+                             f"exceeds the site's staging RAM budget ({where})")
+    else:
+        osd_bytes = budget // max(1, args.osds_per_node) if budget else 1 << 30
+    iface, address = args.iface, args.address
+    if iface is None and address is None and site is not None and site.staging_iface:
+        import ipaddress
+        try:
+            ipaddress.IPv4Interface(site.staging_iface)
+            address = site.staging_iface             # the site names an address or a network
+        except ValueError:
+            iface = site.staging_iface
+    return osd_bytes, iface, address
 
 
 def _format_status(s: dict) -> str:
