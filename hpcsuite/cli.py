@@ -29,11 +29,10 @@ exit codes: 0 success, 2 bad input (deck or arguments), 1 a failure while runnin
 
 
 def _env_rank() -> int:
-    """This process's rank from the launcher's environment, without initialising MPI."""
-    for var in ("PMI_RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "PMIX_RANK"):
-        if os.environ.get(var, "").isdigit():
-            return int(os.environ[var])
-    return 0
+    """This process's rank from the launcher's environment (any MPI vendor's), without initialising
+    MPI."""
+    from .runtime.launcher import env_rank
+    return env_rank()
 
 
 class _Parser(argparse.ArgumentParser):

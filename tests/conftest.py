@@ -68,8 +68,8 @@ def _current_file():
     log = os.environ.get("HPCSUITE_TEST_FAILLOG")
     if not log:
         return None
-    rank = os.environ.get("PMI_RANK", "0")
-    return f"{log}.running-rank{rank}"
+    from hpcsuite.runtime.launcher import env_rank   # any launcher's rank variable, MPI not started
+    return f"{log}.running-rank{env_rank()}"
 
 
 def pytest_runtest_logstart(nodeid, location):

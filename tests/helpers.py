@@ -21,7 +21,16 @@ def _program(name: str, *fallbacks: str) -> str:
     return str(VENV_BIN / name)
 
 
-MPIEXEC = _program("mpiexec", "mpiexec.mpich")
+def _vendor_launchers() -> tuple[str, ...]:
+    # the launcher of the MPI that this venv's mpi4py was built against, by its explicit name
+    # (Debian installs both under the alternatives' plain "mpiexec", which may be the other one)
+    if (VENV_BIN / "mpiexec").exists():
+        return ()
+    from hpcsuite.runtime.launcher import mpi_vendor
+    return {"openmpi": ("mpiexec.openmpi",), "mpich": ("mpiexec.mpich", "mpiexec.hydra")}.get(mpi_vendor(), ())
+
+
+MPIEXEC = _program("mpiexec", *_vendor_launchers())
 HPCSUITE = _program("hpcsuite")
 
 

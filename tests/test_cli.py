@@ -51,8 +51,59 @@ def test_info_tells_the_truth(run):
     assert forced["mpi"]["gpu_aware"] is True
     text = run([HPCSUITE, "info"]).stdout
     import re
-    assert re.search(r"^parallel HDF5 +yes", text, re.M) and "MPICH" in text
+    library = MPI.Get_library_version().replace("\0", "").split("\n")[0]
+    assert re.search(r"^parallel HDF5 +yes", text, re.M)
+    assert re.search(r"^MPI library +" + re.escape(" ".join(library.split()[:3])), text, re.M)
     assert re.search(rf"^CUDA-aware MPI +{'yes' if gpu_aware_mpi() else 'no'}:", text, re.M)
+    # the vendor and srun's plugin: Open MPI starts under srun with pmix, MPICH and its kin with pmi2
+    vendor, plugin = ("openmpi", "pmix") if "Open MPI" in library else ("mpich", "pmi2")
+    assert info["mpi"]["vendor"] == vendor and info["mpi"]["srun_plugin"] == plugin
+    assert re.search(rf"^MPI vendor +{vendor} \(srun needs --mpi={plugin}\)", text, re.M)
+    # outside SLURM the launcher is this venv's own mpiexec (scripts/setup.sh's wrapper)
+    import os
+    import sys
+    own = os.path.join(os.path.dirname(sys.executable), "mpiexec")
+    if os.path.exists(own):
+        assert info["mpi"]["launcher"] == [own]
+        assert re.search(rf"^launcher +{re.escape(own)}; in a SLURM job: srun --mpi={plugin}$", text, re.M)
+
+
+def test_info_names_the_site_file_and_what_each_part_misses(run, tmp_path):
+    """The site file read ($HPCSUITE_SITE here) and, per part of the suite, the package it lacks
+    and the extra that brings it: checked with packages hidden from the interpreter."""
+    import importlib.util
+    import re
+    import sys
+    site = tmp_path / "site.toml"
+    site.write_text("")
+    p = run([HPCSUITE, "info", "--json"], env={"HPCSUITE_SITE": str(site)})
+    assert p.returncode == 0, p.stderr
+    info = json.loads(p.stdout)
+    if importlib.util.find_spec("hpcsuite.runtime.site") is not None:
+        assert info["site"]["path"] == str(site)
+    assert info["missing"]["GPU (CuPy)"] == ([] if importlib.util.find_spec("cupy") else
+                                             ["cupy: pip install 'hpcsuite[gpu]'"])
+    for part in ("core: runtime, pgas, solvers", "staging: tmpfs"):
+        assert info["missing"][part] == []
+    text = run([HPCSUITE, "info"], env={"HPCSUITE_SITE": str(tmp_path / "absent.toml")}).stdout
+    assert re.search(r"^site file +none \(.*absent\.toml", text, re.M), text
+    # boto3, scikit-image and matplotlib made unfindable: their parts name the extra to install
+    blocker = (
+        "import sys\n"
+        "class B:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name.split('.')[0] in ('boto3', 'skimage', 'matplotlib'):\n"
+        "            raise ModuleNotFoundError(name)\n"
+        "sys.meta_path.insert(0, B())\n"
+        "from hpcsuite.cli import main\n"
+        "sys.exit(main(['info', '--json']))\n")
+    p = run([sys.executable, "-c", blocker])
+    assert p.returncode == 0, p.stderr
+    missing = json.loads(p.stdout)["missing"]
+    assert missing["staging: s3"] == ["boto3: pip install 'hpcsuite[s3]'"]
+    assert missing["tomo application"] == ["skimage: pip install 'hpcsuite[tomo]'"]
+    assert missing["plots (les plot, tuner)"] == ["matplotlib: pip install 'hpcsuite[plot]'"]
+    assert missing["core: runtime, pgas, solvers"] == []
 
 
 def test_info_under_mpiexec_prints_once(run):

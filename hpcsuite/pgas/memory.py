@@ -138,8 +138,13 @@ class Segment:
         mem = self.shm_win.tomemory()
         self.array = np.frombuffer(mem, dtype=self.dtype, count=math.prod(self.shape)).reshape(self.shape) \
             if nbytes else np.empty(self.shape, dtype=self.dtype)
-        self.win = MPI.Win.Create(mem if nbytes else None, self.itemsize, comm=comm)
-        self.win.Lock_all(MPI.MODE_NOCHECK)
+        if comm.Get_size() == 1:
+            # one unit: the shared window is the RMA window (Open MPI 4.1 cannot MPI_Win_create on
+            # one process without UCX: osc/rdma needs a BTL with RDMA, and 'self' has none)
+            self.win = self.shm_win
+        else:
+            self.win = MPI.Win.Create(mem if nbytes else None, self.itemsize, comm=comm)
+            self.win.Lock_all(MPI.MODE_NOCHECK)
         self.shm_win.Lock_all(MPI.MODE_NOCHECK)
         # which team ranks live on this node, and their node ranks (one allgather on the node)
         team_ranks = self.node_comm.allgather(team.rank)
@@ -174,7 +179,8 @@ class Segment:
         else:
             self.win.Flush(unit)
         self.shm_win.Sync()
-        self.win.Sync()
+        if self.win is not self.shm_win:
+            self.win.Sync()
 
     def free(self) -> None:
         """Give the segment back: into the reuse pool when it has a pool key and fits the pool's
@@ -203,9 +209,10 @@ class Segment:
         """Release both windows. Collective."""
         self._peer_views.clear()
         self.array = None
-        self.win.Unlock_all()
+        if self.win is not self.shm_win:
+            self.win.Unlock_all()
+            self.win.Free()
         self.shm_win.Unlock_all()
-        self.win.Free()
         self.shm_win.Free()
 
 

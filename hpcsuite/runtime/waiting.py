@@ -11,8 +11,10 @@ from the start costs a timer slack of 50-80 us per wait; yielding first made an 
 Allreduce at 4 ranks on 2 cores ~30x faster (584 -> 17 us, ``bench/tune_overhead.py``).
 
 Politeness is on when this node runs more ranks than the process may use cores (from the
-launcher's environment: Hydra's ``MPI_LOCALNRANKS``, Open MPI's ``OMPI_COMM_WORLD_LOCAL_SIZE``,
-SLURM's tasks per node), or when ``HPCSUITE_POLITE_WAIT=1``; ``=0`` turns it off.
+launcher's environment, any vendor's: ``runtime.launcher.env_local_size``), or when
+``HPCSUITE_POLITE_WAIT=1``; ``=0`` turns it off. The decision is local and made at the first wait,
+which may come inside any sub-team's collective, so it cannot ask MPI (a node split is collective
+over the world).
 """
 from __future__ import annotations
 
@@ -22,20 +24,9 @@ import time
 
 from mpi4py import MPI
 
+from .launcher import env_local_size
+
 __all__ = ["polite", "wait", "waitall"]
-
-
-def _ranks_on_node() -> int:
-    for var in ("MPI_LOCALNRANKS", "OMPI_COMM_WORLD_LOCAL_SIZE", "PMIX_LOCAL_SIZE"):
-        v = os.environ.get(var, "")
-        if v.isdigit():
-            return int(v)
-    tpn = os.environ.get("SLURM_TASKS_PER_NODE", "")
-    if tpn:
-        first = tpn.split(",")[0].split("(")[0]
-        if first.isdigit():
-            return int(first)
-    return 1
 
 
 @functools.lru_cache(maxsize=None)
@@ -45,7 +36,7 @@ def polite() -> bool:
     if forced in ("0", "1"):
         return forced == "1"
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    return _ranks_on_node() > cores
+    return env_local_size() > cores
 
 
 _YIELD_FOR = 1e-3        # seconds of test-and-yield before napping
