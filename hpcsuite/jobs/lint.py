@@ -177,7 +177,7 @@ def lint_text(text: str, *, srun_mpi: str | None = None) -> list[Finding]:
     return sorted(f, key=lambda x: x.line)
 
 
-_ASSIGN = re.compile(r"^\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)=([^\s;#]*)")
+_ASSIGN = re.compile(r"^(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)=([^\s;#]*)")
 _MPI_OPT = re.compile(r"--mpi(?:=|\s+)(\S+)")
 
 

@@ -65,6 +65,8 @@ def templates(apps=None) -> dict[str, dict[str, Traversable]]:
         variant = "gpu" if name.endswith("-gpu") else "cpu"
         out.setdefault(name.removesuffix("-gpu"), {})[variant] = p
     generic = out.pop(GENERIC, {})
+    if "cpu" in generic:                      # one template for both: --gpu N adds the GPUs
+        generic.setdefault("gpu", generic["cpu"])
     for app, own in (apps or {}).items():
         if app not in out:
             out[app] = dict(own) or dict(generic)
@@ -190,8 +192,12 @@ def environment_lines(site: Site | None = None) -> list[str]:
     lines.append(f"HPCSUITE_SRUN_MPI={shlex.quote(plugin)}    # srun --mpi plugin, {why}")
     if site.path is not None:
         lines.append(f"export HPCSUITE_SITE={shlex.quote(str(site.path))}    # the site file read when rendering")
-    lines.append("# ---- the shared functions (hpcsuite.jobscripts lib.sh)")
-    lines.extend(lib_text().rstrip("\n").splitlines())
+    lib = lib_text().rstrip("\n").splitlines()
+    while lib and (lib[0].startswith("#") or not lib[0].strip()):     # its header: what follows says it
+        lib.pop(0)
+    lines.append("# ---- hpcsuite's shared functions (jobscripts/lib.sh): hpcsuite_modules M..., hpcsuite_env,")
+    lines.append("# ---- hpcsuite_step CMD... (srun --mpi=$HPCSUITE_SRUN_MPI; checkpoint and requeue on the time limit)")
+    lines.extend(lib)
     lines.append("# ---- end of lib.sh")
     if site.modules:
         lines.append("hpcsuite_modules " + " ".join(shlex.quote(m) for m in site.modules) + "    # the site file's modules")
@@ -282,7 +288,7 @@ def render(app: str, *, nodes: int | None = None, ntasks_per_node: int | None = 
                          "(a line 'source \"${HPCSUITE_HOME:-${SLURM_SUBMIT_DIR:-$PWD}}/jobscripts/lib.sh\"')")
     env = "\n".join(environment_lines(site))
     text = _SOURCE_LIB.sub(lambda _: env, text, count=1)
-    errors = [f for f in lint_text(text) if f.level == "error"]
+    errors = [f for f in lint_text(text, srun_mpi=srun_mpi_for(site)[0]) if f.level == "error"]
     if errors:        # a template or a value that lint rejects is a bug worth stopping for
         raise InputError(f"jobscript: the rendered script has problems: {errors[0].format(app)}")
     return text
