@@ -1,4 +1,4 @@
-"""The tomography pipeline (apps/tomo.py) with its intermediates on local disk with fsync (a
+"""The tomography pipeline (hpcsuite/apps/tomo.py) with its intermediates on local disk with fsync (a
 stand-in for central storage), on tmpfs, and on Ceph in RAM (rados objects, cephfs parallel HDF5,
 s3), the median of a few runs each; prints I/O time, total time and their ratios to the disk run, and the 1-node
 deploy/teardown time of each Ceph backend. (The DisTRaC paper: Savu spent 81% less time on I/O
