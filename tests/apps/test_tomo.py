@@ -13,6 +13,10 @@ import pytest
 from helpers import HPCSUITE
 
 SMALL = dict(size=32, slices=4, angles=40)
+# The bound on the reconstruction's relative L2 error for these decks, near what the pipeline
+# achieves: measured 0.397 with seed 0 (the tests' seed; the same at 1-4 ranks), 0.383-0.397 over
+# seeds 0-2, and 0.748-0.768 without the ring filter (hpcsuite run on the SMALL deck, 2026-12-01).
+MAX_ERROR = 0.41
 
 
 def deck_text(out, backend="tmpfs", extra_staging="", ring=True, size=32, slices=4, angles=40, sdir=""):
@@ -30,7 +34,7 @@ dir = "{sdir}"
 {extra_staging}
 [output]
 file = "{out}"
-max_error = 0.45
+max_error = {MAX_ERROR}
 """
 
 
@@ -76,22 +80,22 @@ def test_same_reconstruction_at_1_to_4_ranks_and_checked_against_the_phantom(run
     np.testing.assert_allclose(phantom, ph, atol=1e-6)
     mine = rel_err(results[1], ph, 32)
     assert mine == pytest.approx(err, rel=1e-3)            # the printed error is the real one
-    assert mine < 0.45
+    assert mine < MAX_ERROR
     for n in (2, 3, 4):
         np.testing.assert_allclose(results[n], results[1], rtol=0, atol=1e-5)
     # against scikit-image's FBP of noiseless projections: the pipeline adds only noise and rings
     from skimage.transform import iradon, radon
     th = np.linspace(0, 180, 40, endpoint=False)
     clean = np.stack([iradon(radon(s, th, circle=True), th, circle=True) for s in ph])
-    assert rel_err(clean, ph, 32) < 0.2                   # what FBP itself can do at this size
-    assert rel_err(results[1], clean, 32) < 0.5          # the rest is photon noise (32 px, 40 angles)
+    assert rel_err(clean, ph, 32) < 0.19     # what FBP itself can do at this size: 0.180 (noiseless)
+    assert rel_err(results[1], clean, 32) < 0.39   # the rest is photon noise and rings: 0.372 (seed 0)
     assert not list(Path("/dev/shm").glob("hpcsuite-store-*-tomo-*"))   # private store removed
 
 
 def test_ring_filter_reduces_the_error(run, tmp_path):
     _, with_filter, *_ = run_tomo(run, tmp_path, "ring", **SMALL)
     p, without, *_ = run_tomo(run, tmp_path, "noring", ring=False, rc=1)   # rings: above the bound
-    assert with_filter < 0.45 < without and "ABOVE the bound 0.45" in p.stdout
+    assert with_filter < MAX_ERROR < without and f"ABOVE the bound {MAX_ERROR:g}" in p.stdout
 
 
 def test_object_layout_and_disk_backend_give_the_same_result(run, tmp_path):
@@ -130,7 +134,7 @@ def test_on_a_ceph_cluster(run, tmp_path):
     assert p.returncode == 0, p.stdout + p.stderr
     try:
         p, err, recon, _, attrs = run_tomo(run, tmp_path, "ceph", nranks=2, backend="rados", sdir=d)
-        assert attrs["layout"] == "objects" and err < 0.45
+        assert attrs["layout"] == "objects" and err < MAX_ERROR
         *_, ref, _, _ = run_tomo(run, tmp_path, "ref", nranks=1)
         np.testing.assert_array_equal(recon, ref)
         st = run([HPCSUITE, "stage", "status", "--json", "--dir", d])
