@@ -97,6 +97,11 @@ def check(deck, team) -> None:
         raise deck.fail("tune", "samples", "must be >= 1 for the random strategy")
 
 
+def _percent(fraction) -> str:
+    """``0.034`` -> ``"3.4%"``; a figure the run could not measure (``None``) says so instead of 0.0%."""
+    return "unknown" if fraction is None else f"{100 * fraction:.1f}%"
+
+
 def run(deck, ctx) -> int:
     team, log = ctx.team, ctx.log
     t = deck.tune
@@ -141,8 +146,8 @@ def run(deck, ctx) -> int:
                f"{res.tuning_wall_time_s:.3g} s, {100 * res.skipped_fraction:.0f}% of kernel executions skipped")
     if compare:
         summary += (f"; full runs took {res.full_wall_time_s:.3g} s ({res.speedup:.2f}x), mean prediction "
-                    f"error {100 * (res.mean_relative_prediction_error or 0):.1f}%, true best "
-                    f"{res.true_best_config}, chosen is {100 * (res.best_within or 0):.1f}% slower than it")
+                    f"error {_percent(res.mean_relative_prediction_error)}, true best "
+                    f"{res.true_best_config}, chosen is {_percent(res.best_within)} slower than it")
     log.result(summary)
     if team.rank == 0:
         if report:

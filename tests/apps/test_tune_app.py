@@ -110,3 +110,9 @@ def test_every_configuration_invalid_exits_1(tmp_path):
     assert p.returncode == 1, p.stdout + p.stderr
     assert "no valid configuration" in p.stdout + p.stderr
     assert "larger than the matrix" in p.stdout + p.stderr
+
+
+def test_unknown_figures_print_as_unknown_not_zero():
+    from hpcsuite.apps.tune import _percent
+    assert _percent(None) == "unknown"
+    assert _percent(0.0) == "0.0%" and _percent(0.034) == "3.4%"
