@@ -192,8 +192,10 @@ def deploy(state_dir, backend: str = "rados", osd_bytes: int = 1 << 30, osds_per
         raise InputError(f"stage up: --backend must be one of tmpfs, {', '.join(CEPH_BACKENDS)}; got {backend!r}")
     if objectstore not in ("bluestore", "memstore"):
         raise InputError(f"stage up: --store must be bluestore or memstore, got {objectstore!r}")
-    if osds_per_node < 1 or osd_bytes < (64 << 20):
-        raise InputError("stage up: need --osds-per-node >= 1 and --osd-size >= 64M")
+    # bluestore's RocksDB preallocates about 282 MiB in the OSD's file: 256M fails in mkfs, 384M works
+    if osds_per_node < 1 or osd_bytes < (64 << 20) or (objectstore == "bluestore" and osd_bytes < (384 << 20)):
+        raise InputError("stage up: need --osds-per-node >= 1 and --osd-size >= 64M (>= 384M for "
+                         "--store bluestore, the default)")
     if backend == "s3":
         optional.require("boto3", "stage up --backend s3")      # the client side: the s3 extra
     t0 = _now()

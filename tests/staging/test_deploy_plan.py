@@ -38,6 +38,8 @@ def test_bad_arguments_are_refused_before_anything_starts(tmp_path):
         deploy(tmp_path / "d", "rados", objectstore="filestore")
     with pytest.raises(InputError, match="--osd-size >= 64M"):
         deploy(tmp_path / "d", "rados", osd_bytes=1 << 20)
+    with pytest.raises(InputError, match=r">= 384M for --store bluestore"):   # bluestore's mkfs fails at 256M
+        deploy(tmp_path / "d", "rados", osd_bytes=256 << 20)
     assert not (tmp_path / "d").exists()
 
 
