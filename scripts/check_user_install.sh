@@ -143,22 +143,28 @@ chmod 644 "$wheel"
 say "built $(basename "$wheel") ($(du -k "$wheel" | cut -f1) KiB)"
 step_done wheel
 
-# ------------------------------------------------------------------ the install block of the README
-block=$(awk '
-  /<!-- check_user_install.sh runs/ { armed = 1; next }
-  armed && !inside && /^```sh/      { inside = 1; next }
-  inside && /^```/                   { exit }
-  inside                             { print }' "$root/README.md")
-[ -n "$block" ] || fail "README.md has no install block (a \`\`\`sh block after '<!-- check_user_install.sh runs ...')"
+# ------------------------------------------------------------------ the README's blocks
+# readme_block MARKER LANG: the first ```LANG block after the HTML comment that starts with MARKER
+readme_block() {
+  awk -v marker="<!-- $1" -v fence="^\`\`\`$2" '
+    index($0, marker) == 1   { armed = 1; next }
+    armed && !inside && $0 ~ fence { inside = 1; next }
+    inside && /^```/         { exit }
+    inside                   { print }' "$root/README.md"
+}
+# the install steps, run verbatim (the wheel's file name put in for the README's)
+block=$(readme_block "check_user_install.sh runs the next" sh)
+[ -n "$block" ] || fail "README.md has no install block (a \`\`\`sh block after '<!-- check_user_install.sh runs the next ...')"
 grep -Eq 'hpcsuite-[0-9][^ "/]*\.whl' <<<"$block" || fail "the README's install block installs no hpcsuite-VERSION-...whl"
 block=$(sed -E "s#hpcsuite-[0-9][^ \"/\[]*\.whl#$(basename "$wheel")#g" <<<"$block")
-# the README's example site file (rendered into a job script by the checks below)
-site_toml=$(awk '
-  /<!-- check_user_install.sh renders/ { armed = 1; next }
-  armed && !inside && /^```toml/      { inside = 1; next }
-  inside && /^```/                     { exit }
-  inside                               { print }' "$root/README.md")
+# the example site file (rendered into a job script by the checks below)
+site_toml=$(readme_block "check_user_install.sh renders" toml)
 [ -n "$site_toml" ] || fail "README.md has no example site file (a \`\`\`toml block after '<!-- check_user_install.sh renders ...')"
+# the worked example from the install to a submitted job, run without its `hpcsuite submit` lines
+# (there is no SLURM for the user here; the test suite submits rendered scripts to a real one)
+example=$(readme_block "check_user_install.sh runs the worked example" sh)
+[ -n "$example" ] || fail "README.md has no worked example (a \`\`\`sh block after '<!-- check_user_install.sh runs the worked example ...')"
+example=$(grep -v '^hpcsuite submit ' <<<"$example")
 
 # ------------------------------------------------------------------ the user
 step "user $user"
@@ -200,6 +206,12 @@ printf '%s\n' "$block" | sed 's/^/    | /'
 as_user "${HPCSUITE_CI_TIMEOUT:-1200}" "set -e -o pipefail -x
 $block" 2>&1 | grep -v '^++' || fail "the README's install steps (as $user) failed"
 step_done install
+
+step "the README's worked example (without hpcsuite submit), as $user"
+printf '%s\n' "$example" | sed 's/^/    | /'
+as_user 300 "set -e -o pipefail -x
+$example" 2>&1 | grep -v '^++' || fail "the README's worked example (as $user) failed"
+step_done example
 
 # ------------------------------------------------------------------ checks, as the user
 step "checks, as $user"
@@ -276,7 +288,7 @@ PY
 unset HPCSUITE_SITE
 
 if [ $decks_from_checkout = 0 ]; then
-  hpcsuite inputs heat3d tomo --copy .
+  hpcsuite inputs heat3d tomo --copy . --force
 fi
 mpiexec.mpich -n 2 hpcsuite run heat3d.toml --set grid.nx=16 --set grid.ny=16 --set grid.nz=16
 test -s out/heat3d.h5
@@ -285,6 +297,7 @@ mpiexec.mpich -n 2 hpcsuite run tomo.toml --set staging.backend=tmpfs --set phan
 test -s out/tomo.h5
 ok 'tomo at 2 ranks on tmpfs staging'
 " || fail "a check as $user failed (output above)"
+
 step_done checks
 
 finish 0
