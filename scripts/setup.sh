@@ -122,6 +122,16 @@ for launcher in mpiexec mpirun; do
   chmod +x "$venv/bin/$launcher"
 done
 
+# The same one-sided settings for what runs without that mpiexec: job scripts activate the venv and
+# start their ranks with srun --mpi=pmix.
+if [ "$mpi" = openmpi ] && ! grep -q "hpcsuite: Open MPI settings" "$venv/bin/activate"; then
+  cat >> "$venv/bin/activate" <<'EOF'
+# hpcsuite: Open MPI settings (scripts/setup.sh; see bin/mpiexec)
+export OMPI_MCA_osc="${OMPI_MCA_osc:-sm,pt2pt}"
+export MPI4PY_RC_THREAD_LEVEL="${MPI4PY_RC_THREAD_LEVEL:-serialized}"
+EOF
+fi
+
 # ---------------------------------------------------------------- mpi4py and h5py from source
 # PyPI's mpi4py wheel wants libmpi.so.12 (Debian's MPICH has libmpich.so.12) and PyPI's h5py is
 # serial only, so both are compiled here once and kept as wheels in a cache keyed by the MPI and

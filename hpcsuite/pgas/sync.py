@@ -352,7 +352,13 @@ class Mutex:
 
     def _wait(self, ahead: int, polls: int) -> None:
         """Pause before the next poll: spin when next in line, then yield the core, then nap
-        in proportion to the place in the queue, doubling while the queue does not move."""
+        in proportion to the place in the queue, doubling while the queue does not move.
+
+        Each pause also lets MPI progress: with an MPI whose one-sided operations are carried by
+        the target's progress engine (Open MPI's osc/pt2pt) the holder's operations on this rank's
+        windows would otherwise wait for this rank, which only polls its own counter.
+        """
+        self.team.comm.Iprobe(MPI.ANY_SOURCE, MPI.ANY_TAG)
         if ahead == 1 and polls < self._SPIN:
             return
         if polls < self._SPIN + self._YIELD:

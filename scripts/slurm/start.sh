@@ -17,6 +17,8 @@
 # Ports 6817 and 6818.. are fixed: one such cluster per machine at a time. Needs root (slurmd) and
 # the Debian packages slurm-wlm and munge (scripts/setup.sh installs them).
 set -euo pipefail
+# Debian puts the daemons in /usr/sbin, which is not on every user's PATH
+export PATH="$PATH:/usr/sbin:/sbin"
 dir=$(realpath -m "${1:-${HPCSUITE_SLURM_DIR:-/tmp/hpcsuite-slurm}}")
 node=$(hostname -s)
 cpus=${HPCSUITE_SLURM_CPUS:-4}
@@ -32,6 +34,11 @@ fi
 for b in munged mungekey slurmctld slurmd sinfo; do
   command -v "$b" >/dev/null || { echo "slurm/start: $b not found: install slurm-wlm and munge (scripts/setup.sh)" >&2; exit 1; }
 done
+# slurmd loads its pmix plugin (srun --mpi=pmix, how Open MPI starts under SLURM) only if libpmix
+# was installed when it started; say so now rather than wedge an Open MPI job later
+if ! ls /usr/lib/*/libpmix.so.2* >/dev/null 2>&1 && ! ldconfig -p 2>/dev/null | grep -q 'libpmix\.so\.2'; then
+  echo "slurm/start: warning: libpmix2 is not installed: srun --mpi=pmix (Open MPI) will not work on this cluster (scripts/setup.sh installs it)" >&2
+fi
 if [ -f "$dir/slurmctld.pid" ] && kill -0 "$(cat "$dir/slurmctld.pid")" 2>/dev/null; then
   echo "slurm/start: a cluster is already running from $dir (scripts/slurm/stop.sh $dir first)" >&2
   exit 1

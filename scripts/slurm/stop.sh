@@ -4,6 +4,8 @@
 # grace period), then remove the folder. Idempotent.
 #   scripts/slurm/stop.sh [DIR]      (default: $HPCSUITE_SLURM_DIR or /tmp/hpcsuite-slurm)
 set -uo pipefail
+# Debian puts the daemons in /usr/sbin, which is not on every user's PATH
+export PATH="$PATH:/usr/sbin:/sbin"
 dir=$(realpath -m "${1:-${HPCSUITE_SLURM_DIR:-/tmp/hpcsuite-slurm}}")
 [ -d "$dir" ] || exit 0
 export SLURM_CONF="$dir/slurm.conf"
