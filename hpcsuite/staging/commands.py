@@ -204,6 +204,9 @@ def _site_defaults(args, parse_size) -> tuple[int, str | None, str | None]:
     else:
         osd_bytes = budget // max(1, args.osds_per_node) if budget else 1 << 30
     iface, address = args.iface, args.address
+    if args.backend == "tmpfs" and (iface is not None or address is not None):
+        raise InputError(f"stage up: --{'iface' if iface is not None else 'address'} applies to the Ceph "
+                         "backends (--backend rados, s3 or cephfs); tmpfs runs no daemon")
     if iface is None and address is None and site is not None and site.staging_iface:
         import ipaddress
         try:

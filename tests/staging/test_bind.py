@@ -124,6 +124,14 @@ def test_cli_refuses_with_one_line_and_starts_no_daemon(args, match, tmp_path):
     assert _processes_mentioning(str(d)) == []
 
 
+def test_iface_with_tmpfs_is_refused(tmp_path):
+    p = subprocess.run([HPCSUITE, "stage", "up", "--iface", "lo", "--dir", tmp_path / "t"],
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 2 and not (tmp_path / "t").exists()
+    assert p.stderr.strip().endswith("stage up: --iface applies to the Ceph backends (--backend rados, s3 or "
+                                     "cephfs); tmpfs runs no daemon"), p.stderr
+
+
 # ---------------------------------------------------------------------- real clusters
 def _round_trip(d: Path) -> None:
     with open_store(d) as s:
