@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from helpers import ROOT
+from helpers import MPIEXEC, ROOT
 
 EXTRA_PACKAGES = ("numba", "llvmlite", "boto3", "botocore", "skimage", "matplotlib", "cupy")
 CORE = ("hpcsuite.runtime", "hpcsuite.pgas", "hpcsuite.accel", "hpcsuite.linalg", "hpcsuite.solvers",
@@ -118,21 +118,30 @@ m.free()
 
 
 def test_les_steps_without_numba_give_the_fused_kernels_results():
-    got = {}
+    got, notes = {}, {}
     for blocked in ((), ("numba",)):
         p = _python(LES, blocked)
         assert p.returncode == 0, p.stderr
         got[blocked] = json.loads(p.stdout.splitlines()[-1])
+        notes[blocked] = [ln for ln in p.stderr.splitlines() if "hpcsuite[fast]" in ln]
+    assert notes[()] == [] and len(notes[("numba",)]) == 1 and "LES: numba is not installed" in notes[("numba",)][0]
     assert got[()].pop("on_cpu") is True and got[("numba",)].pop("on_cpu") is False
     assert got[()] == got[("numba",)]
 
 
-def test_heat3d_runs_without_numba(tmp_path):
-    p = _cli(["run", str(ROOT / "inputs/heat3d.toml"), "--set", "grid.nx=16", "--set", "grid.ny=16",
-              "--set", "grid.nz=16", "--set", "time.t_end=0.0005", "--set", "solver.depth=1",
-              "--set", f"output.file={tmp_path / 'h.h5'}"], ("numba",))
+def test_heat3d_runs_without_numba_and_says_so_once(tmp_path):
+    """At 2 ranks: the run succeeds and one line (rank 0's) names the extra that makes it faster."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PMI_", "PMIX_", "OMPI_", "MPI_"))}
+    src = BLOCKER.format(blocked=("numba",)) + "from hpcsuite.cli import main\nsys.exit(main(sys.argv[1:]))"
+    p = subprocess.run([MPIEXEC, "-n", "2", sys.executable, "-c", src, "run", str(ROOT / "inputs/heat3d.toml"),
+                        "--set", "grid.nx=16", "--set", "grid.ny=16", "--set", "grid.nz=16", "--set",
+                        "time.t_end=0.0005", "--set", f"output.file={tmp_path / 'h.h5'}"],
+                       capture_output=True, text=True, timeout=240, env=env, cwd=ROOT)
     assert p.returncode == 0, p.stdout + p.stderr
-    assert (tmp_path / "h.h5").exists()
+    assert (tmp_path / "h.h5").exists() and "heat3d: error at t = 0.0005" in p.stdout
+    notes = [ln for ln in p.stderr.splitlines() if "pip install 'hpcsuite[fast]'" in ln]
+    assert notes == ["hpcsuite:0: RuntimeWarning: StencilSolver: numba is not installed (the portable NumPy "
+                     "kernels run: same results, slower): pip install 'hpcsuite[fast]'"], p.stderr
 
 
 def test_stencil_impl_numba_without_numba_names_the_extra():

@@ -14,7 +14,7 @@ import math
 
 import numpy as np
 
-from ..runtime import Timers
+from ..runtime import Timers, optional
 from . import fused, gpukernels
 from .state import zeros_in_one_buffer
 from .timestep import RK3, RK3_TIMES, BlowUp, TimeStepper, locate_blowup, whole_max
@@ -211,6 +211,9 @@ def build(grid, team, names, advection, before=(), after=(), dims=(0, 0), device
         import cupy as xp
     else:
         import numpy as xp
+        if fused.ENABLED and not fused.AVAILABLE:
+            optional.note_missing("numba", "LES", "the array-API source runs on the CPU: same results, "
+                                  "2-3x slower", team.rank)
     ctx = StepContext(store.grid, xp, team, store.locals(), store=store, base=base, profiles=profiles,
                       params=params, t=t0)
     terms = list(before) + ([advection] if advection is not None else []) + list(after)

@@ -20,7 +20,7 @@ from typing import Callable
 
 from .errors import InputError
 
-__all__ = ["compiles", "require", "available", "numba_module", "missing_note", "EXTRAS"]
+__all__ = ["compiles", "require", "available", "numba_module", "missing_note", "note_missing", "EXTRAS"]
 
 _STATE: dict[str, str | None] = {}          # name -> None (compiled) or the compiler's complaint
 
@@ -83,10 +83,23 @@ def available(module: str) -> bool:
         return False
 
 
-def missing_note(module: str, what: str) -> str:
-    """The one-line note for a faster path that is missing: ``"{what}: numba is not installed;
-    pip install 'hpcsuite[fast]'"``. Local."""
-    return f"{what}: {EXTRAS.get(module, (None, module))[1]} is not installed; {_install_hint(module)}"
+def missing_note(module: str, what: str, instead: str = "") -> str:
+    """The one-line note for a faster path that is missing: ``"{what}: numba is not installed
+    ({instead}): pip install 'hpcsuite[fast]'"``. Local."""
+    why = f" ({instead})" if instead else ""
+    return f"{what}: {EXTRAS.get(module, (None, module))[1]} is not installed{why}: {_install_hint(module)}"
+
+
+_NOTED: set[tuple[str, str]] = set()
+
+
+def note_missing(module: str, what: str, instead: str, rank: int = 0) -> None:
+    """Warn once per process, on rank 0 only, that a faster path is missing (:func:`missing_note`);
+    the run goes on with ``instead``. Local."""
+    if rank == 0 and (module, what) not in _NOTED:
+        _NOTED.add((module, what))
+        # one line on stderr ("hpcsuite:0: RuntimeWarning: ..."): no source line under it
+        warnings.warn_explicit(missing_note(module, what, instead), RuntimeWarning, "hpcsuite", 0)
 
 
 class _NoNumba(SimpleNamespace):

@@ -252,6 +252,9 @@ class StencilSolver:
         if be.is_gpu:
             # another get_device("gpu") may have made a different GPU current since
             be.runtime_device.xp.cuda.Device(be.runtime_device.device_id).use()
+        if self._backend_name == "cpu" and not kernels.HAVE_NUMBA and self.impl is None:
+            optional.note_missing("numba", "StencilSolver", "the portable NumPy kernels run: same results, "
+                                  "slower", self.team.rank)
         if self._kernel_impl() == "numba":
             kernels.set_cpu_threads(self.threads or kernels.cpu_threads(self._node[1]))
             if not self._warm:
