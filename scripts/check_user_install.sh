@@ -11,10 +11,12 @@
 #   4. AS THAT USER (runuser, clean environment, its own HOME and TMPDIR): runs the README's install
 #      block verbatim (the ```sh block after the "check_user_install.sh runs" marker), with the wheel's
 #      file name put in for the one in the README;
-#   5. AS THAT USER checks the result: mpi4py on MPICH, h5py with MPI, `hpcsuite run --list` lists
-#      every application of the checkout, `hpcsuite jobscript` renders every template and
-#      `hpcsuite jobscript --check` passes them, heat3d runs at 2 ranks and the tomo deck runs at 2
-#      ranks on tmpfs staging (small sizes through --set: seconds);
+#   5. AS THAT USER runs the README's worked example (all but its `hpcsuite submit` line: no SLURM
+#      for it here), then checks: mpi4py on MPICH, h5py with MPI, `hpcsuite run --list` lists every
+#      application of the checkout, `hpcsuite jobscript` renders every template and
+#      `hpcsuite jobscript --check` passes them, a rendered script activates the user's venv, the
+#      README's example site file reaches a rendered script, heat3d runs at 2 ranks and the tomo deck
+#      at 2 ranks on tmpfs staging (decks from `hpcsuite inputs`, small sizes through --set);
 #   6. removes its temporary folders and the user's ~/hpcsuite, fails if the user left a process
 #      running or files in /dev/shm (and ends/removes them).
 #
@@ -67,12 +69,15 @@ finish() {   # finish RC REASON: clean up, print the verdict, exit
 cleanup() {
   local ok=0 pids leftovers
   if id -u "$user" >/dev/null 2>&1; then
-    # every process of the account is one this script started; none may outlive it
-    pids=$(pgrep -u "$user" || true)
+    # every process of the account is one this script started; none may outlive it (zombies of
+    # processes that are being reaped do not count; a killed run gets 5 s to wind down)
+    user_pids() { ps -u "$user" -o pid=,stat= 2>/dev/null | awk '$2 !~ /^Z/ { print $1 }'; }
+    local i
+    for i in 1 2 3 4 5; do pids=$(user_pids); [ -z "$pids" ] && break; sleep 1; done
     if [ -n "$pids" ]; then
       say "error: processes of $user left behind:"; ps -o pid,etime,args -p "$(echo $pids | tr ' ' ,)" >&2 || true
       kill -TERM $pids 2>/dev/null || true; sleep 2
-      pids=$(pgrep -u "$user" || true); [ -n "$pids" ] && kill -KILL $pids 2>/dev/null || true
+      pids=$(user_pids); [ -n "$pids" ] && kill -KILL $pids 2>/dev/null || true
       ok=1
     fi
     leftovers=$(find /dev/shm -maxdepth 1 -user "$user" 2>/dev/null || true)
@@ -199,18 +204,25 @@ as_user() {   # as_user TIMEOUT_S CODE
      PATH=/usr/local/bin:/usr/bin:/bin TMPDIR="$work/tmp" "${pipenv[@]}" \
      bash -c "$code")
 }
+# as_user, in the background: the shell waits with `wait`, which a signal interrupts, so that an
+# interrupted run cleans up at once instead of after the step (bash defers traps while a foreground
+# command runs). The trace of sourced files ("++" lines of set -x) is left out.
+as_user_bg() {   # as_user_bg TIMEOUT_S CODE
+  { as_user "$1" "$2" 2>&1 | grep -v '^++'; } &
+  wait $!
+}
 
 step "the README's install steps, as $user"
 printf '%s\n' "$block" | sed 's/^/    | /'
-# -x shows each command of the block as it runs (the trace of sourced files, "++", is left out)
-as_user "${HPCSUITE_CI_TIMEOUT:-1200}" "set -e -o pipefail -x
-$block" 2>&1 | grep -v '^++' || fail "the README's install steps (as $user) failed"
+# -x shows each command of the block as it runs
+as_user_bg "${HPCSUITE_CI_TIMEOUT:-1200}" "set -e -o pipefail -x
+$block" || fail "the README's install steps (as $user) failed"
 step_done install
 
 step "the README's worked example (without hpcsuite submit), as $user"
 printf '%s\n' "$example" | sed 's/^/    | /'
-as_user 300 "set -e -o pipefail -x
-$example" 2>&1 | grep -v '^++' || fail "the README's worked example (as $user) failed"
+as_user_bg 300 "set -e -o pipefail -x
+$example" || fail "the README's worked example (as $user) failed"
 step_done example
 
 # ------------------------------------------------------------------ checks, as the user
@@ -228,7 +240,7 @@ if ! as_user 60 '. ~/hpcsuite/venv/bin/activate && hpcsuite inputs --help' >/dev
   say "WARNING: this hpcsuite has no 'hpcsuite inputs': copied inputs/heat3d.toml and tomo.toml from the checkout"
 fi
 
-as_user 900 "set -e -o pipefail
+as_user_bg 900 "set -e -o pipefail
 cd ~/hpcsuite && . venv/bin/activate
 export OMP_NUM_THREADS=1
 ok() { echo \"[user-install] ok: \$*\"; }
@@ -262,9 +274,10 @@ while read -r app variants; do
     case \$v in gpu) opt=(--gpu 1);; *) opt=();; esac
     hpcsuite jobscript \"\$app\" \"\${opt[@]}\" -o \"\$app-\$v.sbatch\"
     hpcsuite jobscript --check \"\$app-\$v.sbatch\"
+    rendered=\"\${rendered:-}\$app-\$v.sbatch \"
   done
 done < templates.txt
-ok \"hpcsuite jobscript renders every template and --check passes: \$(ls *.sbatch | tr '\n' ' ')\"
+ok \"hpcsuite jobscript renders every template and --check passes: \$rendered\"
 grep -q \"^HPCSUITE_VENV=\$HOME/hpcsuite/venv\\b\" heat3d-cpu.sbatch \\
   || { echo 'the rendered heat3d-cpu.sbatch does not activate ~/hpcsuite/venv' >&2; exit 1; }
 ok 'a rendered job script activates the venv it was rendered from'
