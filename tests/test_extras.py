@@ -6,6 +6,7 @@ Each check runs in a fresh interpreter whose ``sys.meta_path`` starts with a fin
 the blocked packages, as if they were not installed (they are, in the test venv)."""
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -165,6 +166,18 @@ def test_stage_up_s3_without_boto3_names_the_s3_extra_and_starts_nothing(tmp_pat
     p = _cli(["stage", "up", "--backend", "s3", "--dir", str(d)], ("boto3", "botocore"))
     assert p.returncode == 2
     assert "stage up --backend s3 needs boto3, which is not installed: pip install 'hpcsuite[s3]'" in _one_line(p)
+    assert not d.exists()
+
+
+def test_ceph_backends_without_the_rados_binding_say_how_to_get_it(tmp_path):
+    """Ceph's Python binding is no PyPI package (Debian's python3-rados): said before anything starts."""
+    if shutil.which("ceph-mon") is None:
+        pytest.skip("Ceph not installed (scripts/setup.sh installs it): the binaries are checked first")
+    d = tmp_path / "dep"
+    p = _cli(["stage", "up", "--backend", "rados", "--dir", str(d)], ("rados",))
+    assert p.returncode == 2
+    assert "stage up --backend rados needs rados, which is not installed: install Ceph's Python binding " \
+        "(Debian/Ubuntu: python3-rados)" in _one_line(p)
     assert not d.exists()
 
 

@@ -54,12 +54,13 @@ def _install_hint(module: str) -> str:
     return f"pip install 'hpcsuite[{extra}]'" if extra else f"pip install {dist}"
 
 
-def require(module: str, what: str) -> ModuleType:
+def require(module: str, what: str, hint: str | None = None) -> ModuleType:
     """Import ``module`` (e.g. ``"skimage.transform"``), or raise :class:`InputError` with one line:
     ``"{what} needs scikit-image, which is not installed: pip install 'hpcsuite[tomo]'"``. Local.
 
     Call it where the part is chosen (a deck's check, a command's argument check), so that the
-    message comes before the run starts, the same on every rank.
+    message comes before the run starts, the same on every rank. ``hint`` replaces the ``pip
+    install`` advice (for a module that is no package on PyPI, e.g. Ceph's ``rados``).
     """
     try:
         return importlib.import_module(module)
@@ -71,7 +72,7 @@ def require(module: str, what: str) -> ModuleType:
             why = "which is not installed"
         else:                                               # installed, but one of its own is missing
             why = f"which does not import here ({exc})"
-        raise InputError(f"{what} needs {dist}, {why}: {_install_hint(module)}") from None
+        raise InputError(f"{what} needs {dist}, {why}: {hint or _install_hint(module)}") from None
 
 
 def available(module: str) -> bool:

@@ -44,7 +44,7 @@ from hpcsuite.runtime import InputError, optional
 
 from . import netif, preflight, procs
 from .cephconf import cephx_key, free_port, render_conf, write_keyring
-from .radosstore import rados_client
+from .radosstore import RADOS_HINT, rados_client
 from .store import StagingError
 
 __all__ = ["deploy", "teardown", "status", "CEPH_BACKENDS", "POOL", "node_dir_for"]
@@ -142,6 +142,7 @@ def _binaries(backend: str) -> None:
         raise InputError(f"stage up --backend {backend}: {', '.join(missing)} not found; install the Ceph "
                          "packages (scripts/setup.sh does: ceph ceph-mon ceph-osd ceph-mgr ceph-mds radosgw "
                          "ceph-fuse python3-rados python3-cephfs)")
+    optional.require("rados", f"stage up --backend {backend}", hint=RADOS_HINT)
 
 
 def deploy(state_dir, backend: str = "rados", osd_bytes: int = 1 << 30, osds_per_node: int = 1,

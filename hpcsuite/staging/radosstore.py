@@ -18,14 +18,20 @@ from collections import deque
 
 from .store import CHUNK, ObjectInfo, StagingError, Store, Writer, check_name
 
-__all__ = ["RadosStore", "rados_client"]
+__all__ = ["RadosStore", "rados_client", "RADOS_HINT"]
+
+#: how to get Ceph's Python binding, which is no PyPI package
+RADOS_HINT = ("install Ceph's Python binding (Debian/Ubuntu: python3-rados) and make it visible to this "
+              "Python (a venv made with --system-site-packages, or a link to it as scripts/setup.sh makes)")
 
 INFLIGHT = 8          # asynchronous chunk operations in flight per stream
 
 
 def rados_client(conffile, timeout: float = 15.0, name: str = "client.admin"):
-    """A connected ``rados.Rados`` with operation timeouts of ``timeout`` seconds. Local."""
-    import rados
+    """A connected ``rados.Rados`` with operation timeouts of ``timeout`` seconds. Local.
+    Without Ceph's Python binding: :class:`~hpcsuite.runtime.InputError` saying how to get it."""
+    from hpcsuite.runtime import optional
+    rados = optional.require("rados", "the Ceph staging backends", hint=RADOS_HINT)
     t = str(max(1, int(round(timeout))))
     conf = {"rados_osd_op_timeout": t, "rados_mon_op_timeout": t, "client_mount_timeout": t,
             "log_to_stderr": "false", "err_to_stderr": "false", "log_file": "", "admin_socket": ""}
@@ -172,8 +178,8 @@ class RadosStore(Store):
     backend = "rados"
 
     def __init__(self, conffile, pool: str = "hpcsuite", timeout: float = 15.0):
+        self.cluster = rados_client(conffile, timeout)       # (first: says how to get rados if missing)
         import rados
-        self.cluster = rados_client(conffile, timeout)
         try:
             self.meta = self.cluster.open_ioctx(pool)
             self.data = self.cluster.open_ioctx(pool)
