@@ -580,7 +580,8 @@ def status(state_dir, timeout: float = 5.0) -> dict:
         p = procs.Proc(**json.loads(f.read_text()))
         daemons[p.name] = procs.alive(p)
     out = {"backend": st["backend"], "dir": str(state_dir), "daemons": daemons, "mount": st.get("mount"),
-           "s3": (st.get("s3") or {}).get("endpoint"), "health": "UNREACHABLE"}
+           "s3": (st.get("s3") or {}).get("endpoint"), "health": "UNREACHABLE",
+           "binding": st.get("binding"), "node_addresses": st.get("node_addresses") or {}}
     try:
         cluster = rados_client(st["conf"], timeout=timeout)
     except StagingError as exc:

@@ -236,6 +236,11 @@ def _format_status(s: dict) -> str:
                   f"pgs       {', '.join(f'{v} {k}' for k, v in s['pgs'].items())}",
                   f"usage     {s['bytes_used'] / 2**20:.1f} MiB raw used of {s['bytes_total'] / 2**30:.2f} GiB, "
                   f"{s['objects']} RADOS objects"]
+    if s.get("binding"):
+        b = s["binding"]
+        where = ", ".join(f"{n} {a}" for n, a in sorted(s.get("node_addresses", {}).items()))
+        lines.append(f"network   {b['network']}" + (f" on {b['iface']}" if b.get("iface") else "")
+                     + (f" ({where})" if where else ""))
     if s.get("mount"):
         lines.append(f"mount     {s['mount']}")
     if s.get("s3"):

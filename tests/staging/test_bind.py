@@ -6,6 +6,7 @@ at a time: ``flock /tmp/hpcsuite-ceph.lock``); a second named interface on a loo
 import json
 import os
 import shutil
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -174,6 +175,9 @@ def test_iface_lo_binds_every_daemon_there(tmp_path):
         assert "public network = 127.0.0.0/8" in conf and "public network interface = lo" in conf
         assert _bound_addresses(st["conf"]) == {"mon": {"127.0.0.1"}, "mgr": {"127.0.0.1"}, "osd": {"127.0.0.1"}}
         _round_trip(d)
+        p = subprocess.run([HPCSUITE, "stage", "status", "--dir", d], capture_output=True, text=True, timeout=60)
+        assert p.returncode == 0 and f"network   127.0.0.0/8 on lo ({socket.gethostname().split('.')[0]} " \
+            "127.0.0.1)" in p.stdout, p.stdout + p.stderr
     finally:
         _down_and_check(d, st)
 
