@@ -93,7 +93,7 @@ def test_it_is_the_installed_copy_that_runs(installed):
 def test_every_app_lists_and_has_a_template_deck(installed):
     listed = [l.split()[0] for l in cli(installed, "run", "--list").stdout.splitlines()]
     apps = sorted(p.stem for p in (ROOT / "hpcsuite" / "apps").glob("*.py") if not p.stem.startswith("_"))
-    assert listed == apps
+    assert set(apps) <= set(listed), listed     # (plus any plug-in installed where this runs)
     for app in apps:
         t = cli(installed, "run", "--template", app).stdout
         assert f'name = "{app}"' in t, (app, t[:300])
