@@ -236,3 +236,37 @@ def test_a_failing_module_load_stops_the_job_with_one_line(tmp_path):
     p = subprocess.run(["bash", script], capture_output=True, text=True, timeout=60, cwd=tmp_path,
                        env={"PATH": f"{fake}:/usr/bin:/bin", "HOME": str(tmp_path)})
     assert p.returncode == 2 and f"hpcsuite: 'module load nope/1' failed (from the site file {site})" in p.stderr
+
+
+def test_outside_a_venv_the_script_uses_the_folder_of_the_hpcsuite_command(monkeypatch, tmp_path):
+    """conda, ``pip install --user``, a system Python: no venv to activate, so the rendered script
+    puts the folder of this environment's ``hpcsuite`` command in front of PATH; without one it
+    says that the job relies on the hpcsuite on its PATH."""
+    import sysconfig
+    from hpcsuite.jobs.render import environment_lines
+    fake = tmp_path / "prefix" / "bin"
+    fake.mkdir(parents=True)
+    monkeypatch.setattr(sys, "prefix", str(tmp_path / "prefix"))
+    monkeypatch.setattr(sys, "base_prefix", str(tmp_path / "prefix"))
+    monkeypatch.setattr(sys, "executable", str(fake / "python3"))
+    monkeypatch.setattr(sysconfig, "get_path", lambda *a, **k: str(tmp_path / "nowhere"))
+    lines = environment_lines(Site())
+    assert not any(l.startswith("HPCSUITE_VENV=") for l in lines)
+    assert "(no venv and no hpcsuite command found when rendering: the job uses the hpcsuite on its PATH)" in lines[1]
+    (fake / "hpcsuite").write_text("#!/bin/sh\n")
+    lines = environment_lines(Site())
+    assert lines[1] == f"HPCSUITE_BIN={fake}    # the folder of the hpcsuite command that rendered this script"
+
+
+def test_a_script_whose_venv_is_gone_says_so(tmp_path):
+    script = tmp_path / "job.sbatch"
+    r = _cli(["jobscript", "heat3d", "-o", script], {"XDG_CONFIG_HOME": str(tmp_path)}, tmp_path)
+    assert r.returncode == 0, r.stderr
+    text = script.read_text()
+    assert f"HPCSUITE_VENV={sys.prefix}    #" in text
+    script.write_text(text.replace(f"HPCSUITE_VENV={sys.prefix}    #", f"HPCSUITE_VENV={tmp_path / 'gone'}    #"))
+    p = subprocess.run(["bash", script], capture_output=True, text=True, timeout=60, cwd=tmp_path,
+                       env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)})
+    assert p.returncode == 2 and p.stderr == (f"hpcsuite: the Python environment this script was rendered for "
+                                              f"({tmp_path / 'gone'}) is gone: render the script again "
+                                              "(hpcsuite jobscript)\n"), p.stderr
