@@ -206,7 +206,7 @@ def _resolve(value: str, assigned: dict[str, str], depth: int = 0) -> str | None
 
 
 def plugin_fits(plugin: str, expected: str) -> bool:
-    """Whether ``srun --mpi=plugin`` starts what ``expected`` starts (``pmix_v4`` fits ``pmix``)."""
+    """Whether ``srun --mpi=plugin`` starts what ``expected`` starts (``pmix_v4`` fits ``pmix``). Local."""
     base = lambda p: p.split("_v")[0] if p.startswith("pmix") else p   # noqa: E731
     return plugin == expected or base(plugin) == base(expected)
 
