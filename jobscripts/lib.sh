@@ -4,9 +4,10 @@
 # hpcsuite_modules M... `module load` each module (a site file's [modules] load), one clear line and
 #                   exit 2 if one fails
 # hpcsuite_env      activate the suite's Python environment: the one a rendered script names
-#                   (HPCSUITE_VENV, or HPCSUITE_BIN put in front of PATH), else a checkout's .venv
+#                   (HPCSUITE_VENV, or HPCSUITE_BIN put in front of PATH), else the venv that was
+#                   active at sbatch time ($VIRTUAL_ENV, if it has hpcsuite), else a checkout's .venv
 #                   ($HPCSUITE_HOME/.venv; HPCSUITE_HOME defaults to the folder sbatch was called
-#                   from), else the `hpcsuite` already on PATH (e.g. a venv active at sbatch time)
+#                   from), else the `hpcsuite` already on PATH
 # hpcsuite_step ... run one MPI step with srun --mpi=$HPCSUITE_SRUN_MPI (a rendered script sets it;
 #                   otherwise the installation says: `hpcsuite jobscript --srun-mpi`, the site file's
 #                   plugin or the one for the MPI that mpi4py was built against: pmi2 for MPICH,
@@ -52,6 +53,9 @@ hpcsuite_env() {
     source "$HPCSUITE_VENV/bin/activate"
   elif [ -n "${HPCSUITE_BIN:-}" ]; then
     export PATH="$HPCSUITE_BIN:$PATH"
+  elif [ -n "${VIRTUAL_ENV:-}" ] && [ -x "$VIRTUAL_ENV/bin/hpcsuite" ] && [ -r "$VIRTUAL_ENV/bin/activate" ]; then
+    # shellcheck disable=SC1091
+    source "$VIRTUAL_ENV/bin/activate"
   else
     HPCSUITE_HOME=${HPCSUITE_HOME:-${SLURM_SUBMIT_DIR:-$PWD}}
     if [ -x "$HPCSUITE_HOME/.venv/bin/hpcsuite" ]; then

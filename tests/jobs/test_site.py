@@ -270,3 +270,26 @@ def test_a_script_whose_venv_is_gone_says_so(tmp_path):
     assert p.returncode == 2 and p.stderr == (f"hpcsuite: the Python environment this script was rendered for "
                                               f"({tmp_path / 'gone'}) is gone: render the script again "
                                               "(hpcsuite jobscript)\n"), p.stderr
+
+
+def test_unrendered_templates_use_the_active_venv_else_the_checkouts(tmp_path):
+    """``sbatch jobscripts/X.sbatch`` from a checkout (lib.sh sourced, nothing rendered): the venv
+    active at sbatch time (SLURM exports VIRTUAL_ENV) wins over the checkout's .venv, and the srun
+    plugin is asked from the environment that was activated."""
+    venv = tmp_path / "venv"
+    (venv / "bin").mkdir(parents=True)
+    (venv / "bin" / "activate").write_text(f'export VIRTUAL_ENV={venv}\nexport PATH="{venv}/bin:$PATH"\n')
+    _executable(venv / "bin" / "hpcsuite", '#!/bin/bash\n[ "$*" = "jobscript --srun-mpi" ] && echo fake_plugin\n')
+    probe = (f'set -euo pipefail; source {ROOT / "jobscripts" / "lib.sh"}; hpcsuite_env >/dev/null; '
+             'command -v hpcsuite; srun() { echo "srun $*"; }; hpcsuite_step true')
+    base = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "HPCSUITE_HOME": str(ROOT)}
+    p = subprocess.run(["bash", "-c", probe], capture_output=True, text=True, timeout=60,
+                       env=dict(base, VIRTUAL_ENV=str(venv)))
+    assert p.returncode == 0 and p.stdout.splitlines() == [str(venv / "bin" / "hpcsuite"),
+                                                           "srun --mpi=fake_plugin true"], (p.stdout, p.stderr)
+    if not (ROOT / ".venv" / "bin" / "hpcsuite").exists():
+        pytest.skip("the checkout has no .venv (scripts/setup.sh makes it)")
+    p = subprocess.run(["bash", "-c", probe], capture_output=True, text=True, timeout=60, env=base)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.splitlines()[0] == str(ROOT / ".venv" / "bin" / "hpcsuite")
+    assert p.stdout.splitlines()[1].startswith("srun --mpi=") and "fake" not in p.stdout
