@@ -175,6 +175,11 @@ def deploy(state_dir, backend: str = "rados", osd_bytes: int = 1 << 30, osds_per
         An address of this (the head) node (the others bind to theirs in its network), or a
         network ``10.1.0.0/16`` (every node binds to its address inside it); with ``iface``, on it.
 
+    Returns
+    -------
+    dict
+        The deployment state (also in ``state.json``): daemons, addresses, pool, mount, S3 endpoint.
+
     Raises
     ------
     InputError
@@ -183,11 +188,6 @@ def deploy(state_dir, backend: str = "rados", osd_bytes: int = 1 << 30, osds_per
         Checked on every node before anything starts.
     StagingError
         A daemon failed or the cluster did not become healthy in time (everything is stopped).
-
-    Returns
-    -------
-    dict
-        The deployment state (also in ``state.json``): daemons, addresses, pool, mount, S3 endpoint.
     """
     if backend not in CEPH_BACKENDS:
         raise InputError(f"stage up: --backend must be one of tmpfs, {', '.join(CEPH_BACKENDS)}; got {backend!r}")

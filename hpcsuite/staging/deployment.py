@@ -72,8 +72,9 @@ def up(state_dir=None, backend: str = "tmpfs", log=print, **ceph_args) -> dict:
     """Create the deployment at ``state_dir`` (default :func:`default_dir`). Local (head node).
 
     ``ceph_args`` go to :func:`hpcsuite.staging.ceph.deploy` (``osd_bytes``, ``osds_per_node``,
-    ``objectstore``, ``timeout``, ``mon_port``). Raises :class:`InputError` for bad arguments or an
-    existing deployment, :class:`StagingError` when the cluster does not become healthy.
+    ``objectstore``, ``timeout``, ``mon_port``, ``iface``, ``address``). Raises :class:`InputError`
+    for bad arguments, a network or RAM budget that does not fit some node, or an existing
+    deployment; :class:`StagingError` when the cluster does not become healthy.
     """
     if backend not in BACKENDS:
         raise InputError(f"stage up: --backend must be one of {', '.join(BACKENDS)}; got {backend!r}")
