@@ -102,7 +102,7 @@ def check_node(osd_bytes: int, osds: int, objectstore: str, head: bool, binding:
 
 
 def _refuse(reports: list[dict]) -> None:
-    bad = [r for r in reports if r.get("error")]
+    bad = sorted((r for r in reports if r.get("error")), key=lambda r: r["node"])     # the same line each time
     if bad:
         more = f" (and {len(bad) - 1} more node(s))" if len(bad) > 1 else ""
         raise InputError(f"stage up: {bad[0]['error']}{more}; nothing was started")
