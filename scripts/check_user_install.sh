@@ -5,14 +5,15 @@
 #   1. (root) builds the hpcsuite wheel from this checkout (a copy of the tree, so the checkout gets
 #      no build/ or egg-info and no stale build/lib files can slip into the wheel);
 #   2. (root) makes sure the "site software" is there, as a site's modules would provide it: Python
-#      with venv and headers, MPICH (mpicc.mpich) and parallel HDF5 for MPICH (hdf5-mpich);
+#      with venv and headers, MPICH (mpicc.mpich) and parallel HDF5 for MPICH (hdf5-mpich), or the
+#      same for Open MPI (HPCSUITE_CI_MPI=openmpi);
 #   3. (root) creates the unprivileged user hpcsuite-ci-user if absent (kept between runs, with its
 #      pip cache: a second run reuses the mpi4py/h5py wheels pip built, exactly as a user's pip would);
 #   4. AS THAT USER (runuser, clean environment, its own HOME and TMPDIR): runs the README's install
 #      block verbatim (the ```sh block after the "check_user_install.sh runs" marker), with the wheel's
 #      file name put in for the one in the README;
 #   5. AS THAT USER runs the README's worked example (all but its `hpcsuite submit` line: no SLURM
-#      for it here), then checks: mpi4py on MPICH, h5py with MPI, `hpcsuite run --list` lists every
+#      for it here), then checks: mpi4py on that MPI, h5py with MPI, `hpcsuite run --list` lists every
 #      application of the checkout, `hpcsuite jobscript` renders every template and
 #      `hpcsuite jobscript --check` passes them, a rendered script activates the user's venv, the
 #      README's example site file reaches a rendered script, heat3d runs at 2 ranks and the tomo deck
@@ -24,7 +25,12 @@
 # success, 1 on any failure, 2 when it cannot run (not root).
 #
 # Environment knobs:
-#   HPCSUITE_CI_USER        the unprivileged account (default hpcsuite-ci-user)
+#   HPCSUITE_CI_MPI=openmpi the same steps on Debian's Open MPI and libhdf5-openmpi-dev: the README's
+#                           mpicc.mpich, hdf5-mpich, mpiexec.mpich and srun_mpi "pmi2" become
+#                           mpicc.openmpi, hdf5-openmpi, mpiexec.openmpi and "pmix" (what the docs
+#                           tell an Open MPI site to change); default mpich
+#   HPCSUITE_CI_USER        the unprivileged account (default hpcsuite-ci-user; hpcsuite-ci-ompi for
+#                           Open MPI, so that each keeps its own pip cache of MPI builds)
 #   HPCSUITE_CI_FRESH=1     empty the user's pip cache first (measures a first install)
 #   HPCSUITE_CI_DELUSER=1   remove the account (and its home) at the end instead of keeping it
 #   HPCSUITE_CI_TIMEOUT     seconds allowed for the install block (default 1200)
@@ -32,7 +38,15 @@
 set -uo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-user=${HPCSUITE_CI_USER:-hpcsuite-ci-user}
+mpi=${HPCSUITE_CI_MPI:-mpich}
+case $mpi in
+  mpich)   mpi_pkgs=(mpich libmpich-dev libhdf5-mpich-dev); mpi_word=MPICH
+           launcher=mpiexec.mpich; default_user=hpcsuite-ci-user ;;
+  openmpi) mpi_pkgs=(openmpi-bin libopenmpi-dev libhdf5-openmpi-dev); mpi_word="Open MPI"
+           launcher=mpiexec.openmpi; default_user=hpcsuite-ci-ompi ;;
+  *) echo "check_user_install: HPCSUITE_CI_MPI must be mpich or openmpi, not '$mpi'" >&2; exit 2 ;;
+esac
+user=${HPCSUITE_CI_USER:-$default_user}
 t_start=$SECONDS
 say() { printf '[user-install] %s\n' "$*"; }
 times=()          # "step Ns" for the verdict line
@@ -109,7 +123,7 @@ step_done() { times+=("$1 $((SECONDS - step_t0)) s"); }
 # What a site provides through `module load`: Python >= 3.11 with venv and headers, an MPI with its
 # compiler wrapper, parallel HDF5 built with that MPI. Here: Debian's packages, installed if absent.
 step "site software (Debian packages standing in for modules)"
-pkgs=(python3-venv python3-dev mpich libmpich-dev libhdf5-mpich-dev pkg-config)
+pkgs=(python3-venv python3-dev "${mpi_pkgs[@]}" pkg-config)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -121,7 +135,7 @@ if ((${#missing[@]})); then
     || fail "cannot install ${missing[*]}"
 fi
 /usr/bin/python3 -c 'import sys; sys.exit(sys.version_info < (3, 11))' || fail "/usr/bin/python3 is older than 3.11"
-mpi_stamp="$(dpkg-query -W -f='${Version}' libmpich-dev) $(dpkg-query -W -f='${Version}' libhdf5-mpich-dev) $(/usr/bin/python3 -V)"
+mpi_stamp="$mpi $(dpkg-query -W -f='${Version} ' "${mpi_pkgs[@]}") $(/usr/bin/python3 -V)"
 step_done site
 
 # ------------------------------------------------------------------ the wheel
@@ -170,6 +184,14 @@ site_toml=$(readme_block "check_user_install.sh renders" toml)
 example=$(readme_block "check_user_install.sh runs the worked example" sh)
 [ -n "$example" ] || fail "README.md has no worked example (a \`\`\`sh block after '<!-- check_user_install.sh runs the worked example ...')"
 example=$(grep -v '^hpcsuite submit ' <<<"$example")
+if [ "$mpi" = openmpi ]; then     # what docs/install.md tells an Open MPI site to change
+  # (LDFLAGS: Debian's libmpi.so is MPICH's while the mpi alternative points at MPICH, and the system
+  # Python puts -L/usr/lib/x86_64-linux-gnu before mpicc.openmpi's own -L; docs/install.md)
+  to_ompi() { sed -e 's/mpicc\.mpich/mpicc.openmpi/g; s/hdf5-mpich/hdf5-openmpi/g; s/mpiexec\.mpich/mpiexec.openmpi/g' \
+                  -e 's/^srun_mpi = "pmi2"/srun_mpi = "pmix"/' \
+                  -e 's#^export MPICC=#export LDFLAGS=-L/usr/lib/x86_64-linux-gnu/openmpi/lib MPICC=#'; }
+  block=$(to_ompi <<<"$block"); example=$(to_ompi <<<"$example"); site_toml=$(to_ompi <<<"$site_toml")
+fi
 
 # ------------------------------------------------------------------ the user
 step "user $user"
@@ -208,7 +230,7 @@ as_user() {   # as_user TIMEOUT_S CODE
 # interrupted run cleans up at once instead of after the step (bash defers traps while a foreground
 # command runs). The trace of sourced files ("++" lines of set -x) is left out.
 as_user_bg() {   # as_user_bg TIMEOUT_S CODE
-  { as_user "$1" "$2" 2>&1 | grep -v '^++'; } &
+  { as_user "$1" "$2" 2>&1 | grep -a -v '^++'; } &
   wait $!
 }
 
@@ -248,8 +270,8 @@ ok() { echo \"[user-install] ok: \$*\"; }
 python - <<'PY'
 from mpi4py import MPI
 import h5py
-lib = MPI.Get_library_version().splitlines()[0].strip()
-assert 'MPICH' in lib, f'mpi4py was built against {lib!r}, not MPICH'
+lib = MPI.Get_library_version().splitlines()[0].strip().strip(chr(0))
+assert '$mpi_word' in lib, f'mpi4py was built against {lib!r}, not $mpi_word'
 assert h5py.get_config().mpi, 'h5py was built without MPI'
 print(f'[user-install] ok: mpi4py on {lib}; h5py {h5py.__version__} with MPI')
 PY
@@ -303,10 +325,10 @@ unset HPCSUITE_SITE
 if [ $decks_from_checkout = 0 ]; then
   hpcsuite inputs heat3d tomo --copy . --force
 fi
-mpiexec.mpich -n 2 hpcsuite run heat3d.toml --set grid.nx=16 --set grid.ny=16 --set grid.nz=16
+$launcher -n 2 hpcsuite run heat3d.toml --set grid.nx=16 --set grid.ny=16 --set grid.nz=16
 test -s out/heat3d.h5
 ok 'heat3d at 2 ranks'
-mpiexec.mpich -n 2 hpcsuite run tomo.toml --set staging.backend=tmpfs --set phantom.slices=2
+$launcher -n 2 hpcsuite run tomo.toml --set staging.backend=tmpfs --set phantom.slices=2
 test -s out/tomo.h5
 ok 'tomo at 2 ranks on tmpfs staging'
 " || fail "a check as $user failed (output above)"
