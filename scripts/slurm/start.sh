@@ -50,6 +50,7 @@ for port in 6817 $(seq 6818 $((6817 + nnodes))); do
   fi
 done
 mkdir -p "$dir"/{state,spool,munge,log}
+for n in "${names[@]}"; do mkdir -p "$dir/tmp/$n"; done
 chmod 0700 "$dir" "$dir/munge"
 
 # ---- munge: a private key and socket
@@ -66,6 +67,19 @@ if [ "$gpus" -gt 0 ]; then
   devs=(/dev/null /dev/zero /dev/full /dev/urandom)
   echo "Name=gpu File=$(IFS=,; echo "${devs[*]:0:$gpus}")" > "$dir/gres.conf"
 fi
+# Emulated nodes share one kernel and one hostname. MPICH tells them apart through PMI alone, but
+# Open MPI also names its shared-memory files after the host: give every task its node's own
+# temporary folder (Open MPI's session directory) and shared-memory folder, as separate hosts have.
+task_prolog=""
+if [ "$nnodes" -gt 1 ]; then
+  task_prolog="$dir/task-prolog.sh"
+  cat > "$task_prolog" <<EOF
+#!/bin/sh
+echo "export TMPDIR=$dir/tmp/\$SLURMD_NODENAME"
+echo "export OMPI_MCA_btl_vader_backing_directory=$dir/tmp/\$SLURMD_NODENAME"
+EOF
+  chmod 0755 "$task_prolog"
+fi
 cat > "$dir/slurm.conf" <<EOF
 ClusterName=hpcsuite
 SlurmctldHost=$node(127.0.0.1)
@@ -78,6 +92,9 @@ CredType=cred/munge
 AuthInfo=socket=$dir/munge/munge.sock,cred_expire=10
 StateSaveLocation=$dir/state
 SlurmdSpoolDir=$dir/spool/%n
+# per node: the pmix plugin (Open MPI's srun --mpi=pmix) puts each step's PMIx directory under
+# TmpFS, and two emulated nodes sharing /tmp would collide there
+TmpFS=$dir/tmp/%n
 SlurmctldPidFile=$dir/slurmctld.pid
 SlurmdPidFile=$dir/slurmd-%n.pid
 SlurmctldLogFile=$dir/log/slurmctld.log
@@ -99,6 +116,7 @@ MinJobAge=300
 SlurmctldTimeout=30
 SlurmdTimeout=30
 ${HPCSUITE_SLURM_EPILOG:+Epilog=$HPCSUITE_SLURM_EPILOG}
+${task_prolog:+TaskProlog=$task_prolog}
 $(for i in "${!names[@]}"; do
   echo "NodeName=${names[$i]} NodeAddr=127.0.0.1 Port=$((6818 + i)) CPUs=$cpus RealMemory=$((16000 / nnodes))${gres:+ Gres=$gres} State=UNKNOWN"
 done)

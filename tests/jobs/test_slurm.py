@@ -19,15 +19,21 @@ from pathlib import Path
 import pytest
 
 from helpers import HPCSUITE, ROOT, run_cmd
+from hpcsuite.runtime.launcher import srun_mpi_plugin
 
 NODES = 2
 HOST = __import__("socket").gethostname().split(".")[0]
 NODE_NAMES = [f"{HOST}-{i}" for i in range(1, NODES + 1)]
 
 NEEDED = ("slurmctld", "slurmd", "munged", "sbatch")
-missing = [b for b in NEEDED if shutil.which(b) is None]
+# Debian puts the daemons in /usr/sbin, which is not on a non-root user's PATH (scripts/slurm/start.sh
+# looks there too)
+DAEMON_PATH = os.pathsep.join([os.environ.get("PATH", ""), "/usr/sbin", "/sbin"])
+missing = [b for b in NEEDED if shutil.which(b, path=DAEMON_PATH) is None]
 pytestmark = pytest.mark.skipif(bool(missing), reason=f"SLURM not installed ({', '.join(missing)} missing): "
                                                       "run scripts/setup.sh")
+# The srun --mpi plugin of the MPI this venv's mpi4py runs on (pmi2 for MPICH, pmix for Open MPI)
+SRUN_MPI = f"--mpi={srun_mpi_plugin()}"
 
 SMALL_DECK = """[app]
 name = "heat3d"
@@ -103,6 +109,43 @@ def test_rendered_script_and_submit_with_dependency(cluster, tmp_path):
     for jid in (first.stdout.strip(), second.stdout.strip()):
         log = (tmp_path / f"heat3d-{jid}.out").read_text()
         assert "on 3 rank(s)" in log, log
+
+
+@pytest.mark.parametrize("mpi,venv_name,plugin", [("mpich", ".venv", "pmi2"), ("openmpi", ".venv-openmpi", "pmix")])
+def test_script_rendered_by_each_mpis_venv_runs_as_one_job(cluster, tmp_path, mpi, venv_name, plugin):
+    """A job script rendered by the ``hpcsuite`` of a venv built on MPICH, and of one built on Open
+    MPI, runs on SLURM with its MPI's srun plugin (pmi2 / pmix) as one job of all its tasks, across
+    both nodes. A wrong plugin would start every task as its own 1-rank job and still exit 0, so the
+    test asserts the communicator size the application saw, and that it ran on the venv's MPI."""
+    venv = ROOT / venv_name
+    if not (venv / "bin" / "hpcsuite").exists():
+        pytest.skip(f"{venv_name} does not exist (HPCSUITE_MPI={mpi} scripts/setup.sh makes it)")
+    env, _ = cluster
+    env = dict(env, PATH=os.pathsep.join(p for p in env["PATH"].split(os.pathsep)
+                                         if p != str(Path(sys.executable).parent)))
+    deck = tmp_path / "small.toml"
+    deck.write_text(SMALL_DECK.format(out=tmp_path / "u.h5"))
+    script = tmp_path / f"{mpi}.sbatch"
+    r = sh([venv / "bin" / "hpcsuite", "jobscript", "heat3d", "--nodes", "2", "--ntasks-per-node", "2",
+            "--time", "5", "--deck", deck, "-o", script], env, tmp_path)
+    assert r.returncode == 0, r.stderr
+    text = script.read_text()
+    assert f"HPCSUITE_SRUN_MPI={plugin}" in text and f"HPCSUITE_VENV={venv}" in text, text[:2000]
+    # the job also reports the MPI library its ranks loaded, and the size of their world
+    probe = ("from mpi4py import MPI; w = MPI.COMM_WORLD; "
+             "print('probe', w.rank, w.size, MPI.Get_library_version().split(chr(10))[0], flush=True)")
+    text = text.replace('\nhpcsuite_step ', f'\nhpcsuite_step python -c "{probe}"\nhpcsuite_step ', 1)
+    assert "python -c" in text, "the rendered script has no hpcsuite_step line to add the probe before"
+    script.write_text(text)
+    p = sh([venv / "bin" / "hpcsuite", "submit", "--wait", script], env, tmp_path, timeout=300)
+    assert p.returncode == 0, (p.stdout, p.stderr)
+    job = p.stdout.strip()
+    log = (tmp_path / f"heat3d-{job}.out").read_text()
+    probes = sorted(l.split(maxsplit=3)[1:] for l in log.splitlines() if l.startswith("probe"))
+    assert [(int(r), int(n)) for r, n, _ in probes] == [(i, 4) for i in range(4)], log
+    word = {"mpich": "MPICH", "openmpi": "Open MPI"}[mpi]
+    assert all(word in lib for _, _, lib in probes), log
+    assert "on 4 rank(s)" in log and log.count("error at t = 0.001") == 1, log
 
 
 def test_requests_that_cannot_fit_and_bad_scripts_are_refused_before_queueing(cluster, tmp_path):
@@ -380,7 +423,7 @@ def test_cancelled_tomo_job_leaves_no_daemon_or_ram_file(cluster, tmp_path):
 
 def test_the_cluster_has_two_nodes_that_mpi_sees_as_separate(cluster, tmp_path):
     """The premise of the multi-node tests: two SLURM nodes, and MPI ranks on them that do not
-    share memory (MPICH takes the node layout from PMI's process mapping)."""
+    share memory (the MPI takes the node layout from PMI's process mapping)."""
     env, _ = cluster
     from hpcsuite.jobs.env import slurm_node_address
     old = os.environ.get("SLURM_CONF")
@@ -393,7 +436,7 @@ def test_the_cluster_has_two_nodes_that_mpi_sees_as_separate(cluster, tmp_path):
     probe = ("import os; from mpi4py import MPI; from hpcsuite.jobs.env import this_node; "
              "w = MPI.COMM_WORLD; s = w.Split_type(MPI.COMM_TYPE_SHARED); "
              "print('probe', w.rank, this_node(), s.size, os.environ['SLURM_JOB_NODELIST'], flush=True)")
-    p = sh(["srun", "--nodes=2", "--ntasks=3", "--mpi=pmi2", sys.executable, "-c", probe], env, tmp_path, timeout=120)
+    p = sh(["srun", "--nodes=2", "--ntasks=3", SRUN_MPI, sys.executable, "-c", probe], env, tmp_path, timeout=120)
     assert p.returncode == 0, p.stderr
     rows = sorted(l.split()[1:] for l in p.stdout.splitlines() if l.startswith("probe"))
     assert [(r[1], int(r[2])) for r in rows] == [(NODE_NAMES[0], 2), (NODE_NAMES[0], 2), (NODE_NAMES[1], 1)], rows
@@ -411,7 +454,7 @@ def test_mpi_test_suite_passes_with_ranks_on_two_nodes(cluster, tmp_path):
                                            ("test_redistribute", "test_halo", "test_array")])]
     for layout, paths in runs:
         logs = tmp_path / f"ranks{len(layout)}{layout[-1][-1]}"
-        p = sh(["srun", *layout, "--mpi=pmi2", "--kill-on-bad-exit=1", ROOT / "scripts/rank_output.sh", logs,
+        p = sh(["srun", *layout, SRUN_MPI, "--kill-on-bad-exit=1", ROOT / "scripts/rank_output.sh", logs,
                 *base, *paths], env, ROOT, timeout=600)
         assert p.returncode == 0 and " passed" in p.stdout and "failed" not in p.stdout, (layout, p.stdout[-3000:],
                                                                                         p.stderr[-2000:])
