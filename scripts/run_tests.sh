@@ -62,7 +62,7 @@ if [ "$mpi_only" = 0 ]; then
   t0=$SECONDS
   timeout --kill-after=30 1200 "$py" -m pytest -m "not mpi" -p no:cacheprovider "$(junit serial)" "${paths[@]}"
   rc=$?
-  stages+=("serial|$rc|")
+  if stage_ok $rc; then stages+=("serial|0|"); else stages+=("serial|1|"); fi
   if stage_ok $rc; then summary+=("serial: passed ($((SECONDS - t0)) s)")
   else summary+=("serial: FAILED ($(stage_why $rc))"); status=1; fi
 fi
@@ -85,7 +85,7 @@ if [ "$mpi_only" = 0 ] && [ "$user_paths" = 0 ]; then
     && HPCSUITE_GPU_AWARE_MPI=1 PYTHONPATH="$root/tests/fakegpu" timeout --kill-after=30 600 "$mpiexec" -n 3 \
          "$root/scripts/rank_output.sh" "$logs/fakegpu3" "$py" -m pytest "${select[@]}" -m mpi "$(junit fakegpu3)" "${gpu_tests[@]}"
   rc=$?
-  stages+=("fakegpu|$rc|")
+  if [ $rc -eq 0 ]; then stages+=("fakegpu|0|"); else stages+=("fakegpu|1|"); fi
   if [ $rc -eq 0 ]; then summary+=("GPU paths on the CuPy stand-in, 1, 2 and 3 ranks (3: CUDA-aware MPI): passed ($((SECONDS - t0)) s)")
   else summary+=("GPU paths on the CuPy stand-in: FAILED ($(stage_why $rc))"); status=1; fi
 fi
@@ -98,9 +98,11 @@ for n in $ranks; do
     "$mpiexec" -n "$n" "$root/scripts/rank_output.sh" "$logs/np$n" \
     "$py" -m pytest --with-mpi -m mpi -p no:cacheprovider -q "$(junit np$n)" "${paths[@]}"
   rc=$?
-  # a rank that outlived a timed-out launcher would spin on and skew everything after it
-  pkill -KILL -f "$py -m pytest --with-mpi -m mpi" 2>/dev/null || true
-  stages+=("np$n|$rc|$logs/np$n.failed")
+  # a rank that outlived a timed-out launcher would spin on and skew everything after it: kill this
+  # stage's ranks (found by their report path, which names this log folder and rank count)
+  pattern=$(printf '%s' "--junitxml=$logs/junit/np$n-rank" | sed 's/[][\.*^$+?(){}|]/\\&/g')
+  pkill -KILL -f -- "$pattern" 2>/dev/null || true
+  if stage_ok $rc; then stages+=("np$n|0|"); else stages+=("np$n|1|$logs/np$n.failed"); fi
   if stage_ok $rc; then
     summary+=("MPI, $n rank(s): passed ($((SECONDS - t0)) s)")
   else
@@ -120,8 +122,9 @@ for n in $ranks; do
   fi
 done
 
-# Count the tests over all stages from rank 0's reports. A stage aborted by a failing rank (MPI_Abort)
-# leaves no report: its failed tests are counted from the failure log (at least one).
+# Count the tests over all stages from rank 0's reports. A failed stage without a failed test in its
+# report (aborted by a failing rank through MPI_Abort, timed out, or collecting nothing) counts its
+# failed tests from the failure log, at least one.
 counts=$("$py" - "$logs/junit" "${stages[@]}" <<'PY'
 import sys
 import xml.etree.ElementTree as ET
@@ -129,7 +132,7 @@ from pathlib import Path
 
 folder, passed, failed, skipped = Path(sys.argv[1]), 0, 0, 0
 for stage in sys.argv[2:]:
-    name, rc, faillog = stage.split("|")
+    name, stage_failed_flag, faillog = stage.split("|")
     report = folder / f"{name}-rank0.xml"
     if name == "fakegpu":          # three runs, chained
         reports = [folder / f"fakegpu{k}-rank0.xml" for k in (1, 2, 3)]
@@ -145,7 +148,7 @@ for stage in sys.argv[2:]:
             passed += tests - bad - skip
             skipped += skip
             stage_failed += bad
-    if int(rc) not in (0, 5) and stage_failed == 0:
+    if stage_failed_flag == "1" and stage_failed == 0:
         names = set()
         if faillog and Path(faillog).exists():
             names = {line.split("[rank")[0] for line in Path(faillog).read_text().split("\n") if line}
