@@ -52,12 +52,13 @@ def vendor_of(library_version: str) -> str:
 def mpi_library_version() -> str:
     """``MPI_Get_library_version()`` of the MPI that mpi4py was built against (first line). Local.
 
-    Allowed before ``MPI_Init`` by the standard, so asking does not start MPI when the caller has
-    not (``hpcsuite jobscript`` on a login node must not become a singleton MPI job).
+    Allowed before ``MPI_Init`` by the standard: a command that must not start MPI (``hpcsuite
+    jobscript`` on a login node should not become a singleton MPI job) sets
+    ``mpi4py.rc.initialize = False`` before it imports anything of hpcsuite (importing
+    ``hpcsuite.runtime`` imports ``mpi4py.MPI``, which initialises MPI by default), and this still
+    answers. This function leaves that choice to the caller: switching initialisation off here would
+    leave MPI uninitialised for every later user in the process.
     """
-    import mpi4py
-    if "mpi4py.MPI" not in __import__("sys").modules:
-        mpi4py.rc.initialize = False
     from mpi4py import MPI
     # Open MPI ends the string with a NUL byte
     return " ".join(MPI.Get_library_version().replace("\0", "").split("\n")[0].split())

@@ -51,6 +51,19 @@ def test_this_library_is_the_venvs():
     assert mpi_vendor() == expected
 
 
+def test_library_version_needs_no_mpi_init(run):
+    """With MPI initialisation switched off (as a login-node command would), the vendor and the srun
+    plugin are still known, and MPI stays uninitialised."""
+    code = ("import mpi4py; mpi4py.rc.initialize = False\n"
+            "from hpcsuite.runtime.launcher import mpi_vendor, srun_mpi_plugin\n"
+            "from mpi4py import MPI\n"
+            "print(mpi_vendor(), srun_mpi_plugin(), MPI.Is_initialized())\n")
+    p = run([sys.executable, "-c", code])
+    assert p.returncode == 0, p.stderr
+    vendor, plugin, initialised = p.stdout.split()
+    assert vendor == mpi_vendor() and plugin == srun_mpi_plugin() and initialised == "False"
+
+
 @pytest.mark.parametrize("env,rank", [
     ({}, 0),
     ({"PMI_RANK": "3"}, 3),                                   # MPICH Hydra, srun --mpi=pmi2
