@@ -148,6 +148,22 @@ def test_script_rendered_by_each_mpis_venv_runs_as_one_job(cluster, tmp_path, mp
     assert "on 4 rank(s)" in log and log.count("error at t = 0.001") == 1, log
 
 
+def test_info_inside_a_job_names_srun_and_the_plugins_srun_offers(cluster, tmp_path):
+    """``hpcsuite info`` in a job step: the launcher is srun with this MPI's plugin, and the plugins
+    listed are the ones this SLURM installed (its mpi_*.so files)."""
+    import glob
+    import json
+    env, _ = cluster
+    p = sh(["srun", "--ntasks=1", SRUN_MPI, HPCSUITE, "info", "--json"], env, tmp_path, timeout=120)
+    assert p.returncode == 0, p.stderr
+    info = json.loads(p.stdout)
+    assert info["slurm"]["in_job"] is True and info["mpi"]["launcher"] == ["srun", SRUN_MPI]
+    installed = {os.path.basename(f)[4:-3] for f in glob.glob("/usr/lib/*/slurm-wlm/mpi_*.so")}
+    if not installed:
+        pytest.skip("SLURM's MPI plugins are not where Debian puts them: no independent list to compare")
+    assert set(info["mpi"]["srun_plugins"]) == installed, (info["mpi"], installed)
+
+
 def test_requests_that_cannot_fit_and_bad_scripts_are_refused_before_queueing(cluster, tmp_path):
     env, _ = cluster
     r = sh([HPCSUITE, "jobscript", "heat3d", "--nodes", "3"], env, tmp_path)
