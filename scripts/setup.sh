@@ -110,6 +110,9 @@ for launcher in mpiexec mpirun; do
       echo '# Open MPI as root and oversubscribed (hpcsuite scripts/setup.sh)'
       echo 'export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1'
       echo 'export OMPI_MCA_rmaps_base_oversubscribe=${OMPI_MCA_rmaps_base_oversubscribe:-1}'
+      # no help-text blocks after a rank's non-zero exit ("Primary job terminated normally, but 1
+      # process returned..."): the rank said why in its one line, as under MPICH's launcher
+      echo 'export OMPI_MCA_orte_execute_quiet=${OMPI_MCA_orte_execute_quiet:-1}'
       # One-sided communication in Debian's Open MPI 4.1 without an RDMA network: osc/rdma over the
       # vader BTL crashes in MPI_Compare_and_swap (open-mpi/ompi#11349, #9146), osc/ucx returns
       # garbage from MPI_Fetch_and_op on doubles; osc/pt2pt is right but refuses
