@@ -70,18 +70,20 @@ def missing_parts() -> dict[str, list[str]]:
 
 
 def site_file() -> dict:
-    """The site file this process reads: ``{"path": str | None, "looked_in": [...], "error": str}``.
-    Local."""
+    """The site file this process reads: ``{"path": str | None, "looked_in": [...], "error": str,
+    "srun_mpi": str | None}`` (``srun_mpi``: the plugin the site file sets for job scripts). Local."""
     try:
         from .runtime import site
     except ImportError:
-        return {"path": None, "looked_in": [], "error": "hpcsuite.runtime.site is not available"}
+        return {"path": None, "looked_in": [], "error": "hpcsuite.runtime.site is not available",
+                "srun_mpi": None}
     looked = [str(p) for _, p in site.site_candidates()] if hasattr(site, "site_candidates") else []
     try:
         loaded = site.load_site()
     except Exception as exc:  # noqa: BLE001 - an invalid file: report it, the rest of the report stands
-        return {"path": None, "looked_in": looked, "error": str(exc)}
-    return {"path": str(loaded.path) if loaded.path else None, "looked_in": looked, "error": ""}
+        return {"path": None, "looked_in": looked, "error": str(exc), "srun_mpi": None}
+    return {"path": str(loaded.path) if loaded.path else None, "looked_in": looked, "error": "",
+            "srun_mpi": getattr(loaded, "srun_mpi", None) or None}
 
 
 def collect() -> dict:
@@ -145,7 +147,9 @@ def format_info(info: dict) -> str:
         ("MPI library", f"{m['library']} (MPI {m['standard']})"),
         ("MPI vendor", f"{m['vendor']} (srun needs --mpi={m['srun_plugin']})"),
         ("launcher", " ".join(m["launcher"]) + (" (inside this SLURM job)" if info["slurm"]["in_job"]
-                                                else f"; in a SLURM job: srun --mpi={m['srun_plugin']}")),
+                                                else f"; in a SLURM job: srun --mpi={m['srun_plugin']}")
+         + (f" (job scripts: --mpi={info['site']['srun_mpi']}, from the site file)"
+            if info["site"]["srun_mpi"] else "")),
         ("srun --mpi=list", ", ".join(m["srun_plugins"]) if m["srun_plugins"]
          else f"unknown ({m['srun_plugins_note']})"),
         ("MPI job", f"{m['size']} rank(s) on {m['nodes']} node(s)"),

@@ -87,6 +87,10 @@ def test_info_names_the_site_file_and_what_each_part_misses(run, tmp_path):
         assert info["missing"][part] == []
     text = run([HPCSUITE, "info"], env={"HPCSUITE_SITE": str(tmp_path / "absent.toml")}).stdout
     assert re.search(r"^site file +none \(.*absent\.toml", text, re.M), text
+    if importlib.util.find_spec("hpcsuite.runtime.site") is not None:     # a site's own srun plugin
+        site.write_text('[slurm]\nsrun_mpi = "pmix_v4"\n')
+        text = run([HPCSUITE, "info"], env={"HPCSUITE_SITE": str(site)}).stdout
+        assert re.search(r"^launcher .*\(job scripts: --mpi=pmix_v4, from the site file\)$", text, re.M), text
     # boto3, scikit-image and matplotlib made unfindable: their parts name the extra to install
     blocker = (
         "import sys\n"
