@@ -100,8 +100,8 @@ def add_parser(sub) -> argparse.ArgumentParser:
 
 
 def _env_rank() -> int:
-    from hpcsuite.cli import _env_rank as rank
-    return rank()
+    from hpcsuite.runtime.launcher import env_rank
+    return env_rank()
 
 
 def _world_team():
