@@ -417,7 +417,26 @@ def cmd_info(args) -> int:
     return 0
 
 
+def _needs_no_mpi(argv) -> bool:
+    """Whether the command line ``argv`` runs without MPI: job scripts, submission, shipped decks,
+    help, and the application list and templates (validating or running a deck is collective)."""
+    if "mpi4py.MPI" in sys.modules:          # already loaded by the caller: nothing to decide
+        return False
+    words = [a for a in argv if not a.startswith("-")]
+    command = words[0] if words else None
+    return (command in (None, "jobscript", "submit", "inputs") or "-h" in argv or "--help" in argv
+            or (command == "run" and any(a in ("--list", "--template") or a.startswith("--template=")
+                                         for a in argv)))
+
+
 def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if _needs_no_mpi(argv):
+        # on a login node, rendering a script or listing apps must not start an MPI job (a
+        # singleton Open MPI start can fail there, or hang on a site's network); decided before
+        # the parser is built, since building it imports modules that import MPI
+        import mpi4py
+        mpi4py.rc.initialize = False
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command is None:

@@ -208,3 +208,19 @@ def test_main_job_runs(run, tmp_path):
     assert [f.name for f in (tmp_path / "o").iterdir()] == ["u.h5"]   # no temporary left behind
     q = run([HPCSUITE, "run", "--quiet", deck], nranks=2, timeout=120)
     assert q.returncode == 0 and q.stdout.strip().startswith("heat3d: error at t") and q.stderr == ""
+
+
+@pytest.mark.parametrize("argv, starts_mpi", [
+    (["jobscript", "heat3d"], False), (["run", "--list"], False), (["run", "--template", "eigen"], False),
+    (["inputs"], False), (["info"], True)])
+def test_login_node_commands_do_not_start_mpi(tmp_path, argv, starts_mpi):
+    """Rendering a script or listing apps on a login node must not become an MPI job; info must."""
+    import subprocess
+    import sys
+    code = ("import sys, contextlib, io\nfrom hpcsuite.cli import main\n"
+            "with contextlib.redirect_stdout(io.StringIO()):\n    rc = main(sys.argv[1:])\n"
+            "from mpi4py import MPI\nprint(rc, MPI.Is_initialized())\n")
+    p = subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, text=True, timeout=120,
+                       cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.split() == ["0", str(starts_mpi)], p.stdout + p.stderr
