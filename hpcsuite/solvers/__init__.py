@@ -5,6 +5,8 @@
 * :mod:`.sparse`: :class:`DistCSR`, sparse matrices distributed by row blocks (SpMM with a
   precomputed neighbour exchange, optional symmetric half storage).
 * :mod:`.lobpcg`: :func:`lobpcg`, distributed LOBPCG for a few extreme eigenpairs.
+* :mod:`.krylov`: :func:`cg`, :func:`minres`, :func:`gmres` (restarted) with Jacobi, Chebyshev
+  polynomial and user preconditioners.
 """
 from .stencil import DEPTH_CANDIDATES, KINDS, StencilSolver, StencilStats, heat_coeffs
 
@@ -14,3 +16,6 @@ from .sparse import DistCSR  # noqa: E402
 from .lobpcg import LobpcgResult, RowOperator, lobpcg  # noqa: E402
 
 __all__ += ["DistCSR", "lobpcg", "LobpcgResult", "RowOperator"]
+from .krylov import Chebyshev, Jacobi, KrylovResult, cg, estimate_bounds, gmres, minres  # noqa: E402
+
+__all__ += ["cg", "minres", "gmres", "KrylovResult", "Jacobi", "Chebyshev", "estimate_bounds"]
