@@ -116,7 +116,7 @@ def _split_dim(m, sel: Selection) -> list[DimPart]:
     owner = m.owner(g)
     if np.all(owner == owner[0]):
         loc = m.local(g)
-        return [DimPart(int(owner[0]), slice(0, sel.count), _compress(loc))]
+        return [DimPart(int(owner[0]), slice(0, sel.count), as_progression(loc))]
     # group positions by owner; a stable sort keeps each owner's positions (and, since local
     # indices grow with global ones, its local indices) in increasing order
     order = np.argsort(owner.astype(np.uint32 if m.p < 2**32 else np.int64), kind="stable")
@@ -126,7 +126,7 @@ def _split_dim(m, sel: Selection) -> list[DimPart]:
     for pos in np.split(order, cuts):
         c = int(owner[pos[0]])
         loc = m.local(g[pos])
-        parts.append(DimPart(c, _as_slice(pos), _compress(loc)))
+        parts.append(DimPart(c, _as_slice(pos), as_progression(loc)))
     return parts
 
 
@@ -137,8 +137,13 @@ def _as_slice(pos: np.ndarray):
     return pos
 
 
-def _compress(loc: np.ndarray):
-    """(start, count, step) when ``loc`` is an arithmetic progression with positive step."""
+def as_progression(loc: np.ndarray):
+    """``loc`` (local indices, increasing) as ``(start, count, step)`` when it is an arithmetic
+    progression with positive step, else ``loc`` itself: the form of :attr:`DimPart.local`. Local.
+
+    Internal to pgas (the planners here and in ``redistribute`` build their :class:`DimPart` s
+    with it); not part of the user-facing API.
+    """
     if len(loc) == 1:
         return (int(loc[0]), 1, 1)
     d = np.diff(loc)

@@ -40,7 +40,7 @@ from ..runtime import Team, get_device
 from ..runtime.comm_hooks import observed
 from .access import normalize, plan, storage_offsets, target_datatype
 from .dist import BLOCKED
-from .memory import acquire
+from .memory import acquire, node_comm
 from .pattern import Pattern
 
 __all__ = ["DistArray", "zeros", "ones", "full", "empty", "arange", "from_numpy", "mpi_type"]
@@ -85,8 +85,7 @@ def _node_rank(team, device: str) -> int:
         if not ok:             # fail before any communication, identically on every rank
             from ..runtime import InputError
             raise InputError(f"device 'gpu' requested but no GPU is usable: {why}")
-        from .memory import _node_comm
-        return _node_comm(team).Get_rank()
+        return node_comm(team).Get_rank()
     return 0
 
 

@@ -14,6 +14,7 @@ import atexit
 import collections
 import math
 import os
+import weakref
 
 import numpy as np
 from mpi4py import MPI
@@ -79,18 +80,35 @@ def live_segments() -> int:
     return len(_live)
 
 
-def _node_comm(team) -> MPI.Comm:
+def node_comm(team) -> MPI.Comm:
     """The team's shared-memory node communicator, split once per team and reused by every
-    segment (the split is the most expensive part of allocating an array). Collective once."""
-    nc = getattr(team, "_pgas_node_comm", None)
+    segment (the split is the most expensive part of allocating an array). Collective on the first
+    call for a team, local afterwards.
+
+    Internal to pgas (segments, and ``array`` for a rank's index on its node): one node
+    communicator per team object, kept here rather than on the :class:`~hpcsuite.runtime.Team`;
+    freed at exit after the segments that use it.
+
+    Parameters
+    ----------
+    team : Team
+        The units of the allocation.
+
+    Returns
+    -------
+    mpi4py.MPI.Comm
+        The ranks of ``team`` on this rank's node (ranked as in ``team``).
+    """
+    nc = _NODE_COMM.get(team)
     if nc is None:
         nc = team.comm.Split_type(MPI.COMM_TYPE_SHARED, key=team.rank)
-        team._pgas_node_comm = nc
+        _NODE_COMM[team] = nc
         _node_comms.append(nc)
     return nc
 
 
-_node_comms: list = []
+_NODE_COMM: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()    # team -> its node communicator
+_node_comms: list = []      # every one made, freed at exit (a team may be gone by then)
 
 
 class Segment:
@@ -127,7 +145,7 @@ class Segment:
         self.itemsize = self.dtype.itemsize
         nbytes = math.prod(self.shape) * self.itemsize
         comm = team.comm
-        self.node_comm = _node_comm(team)
+        self.node_comm = node_comm(team)
         info = MPI.Info.Create()
         info.Set("alloc_shared_noncontig", "true")   # each unit's block on its own pages
         try:

@@ -30,7 +30,7 @@ import numpy as np
 from mpi4py import MPI
 
 from ..runtime.device import gpu_aware_mpi
-from .access import DimPart, Piece, _compress, target_datatype
+from .access import DimPart, Piece, as_progression, target_datatype
 
 __all__ = ["copy", "copy_plan_counts"]
 
@@ -73,7 +73,7 @@ def _side_types(array, my_pattern, other_pattern, rank, base):
     import itertools
     for combo in itertools.product(*(sorted(g.items()) for g in per_dim)):
         peer = other_pattern.unit_of([c for c, _ in combo])
-        parts = tuple(DimPart(coords[d], slice(None), _compress(combo[d][1][0])) for d in range(nd))
+        parts = tuple(DimPart(coords[d], slice(None), as_progression(combo[d][1][0])) for d in range(nd))
         dtype, disp, count = target_datatype(Piece(rank, parts), my_pattern, storage_shape, base, halo)
         if dtype is base:
             specs[peer] = (count, disp * itemsize, base)

@@ -19,7 +19,7 @@ import time
 import traceback
 from typing import Callable
 
-__all__ = ["HpcsuiteError", "InputError", "agree", "guarded", "install_abort_hook",
+__all__ = ["HpcsuiteError", "InputError", "agree", "raise_message", "guarded", "install_abort_hook",
            "EXIT_OK", "EXIT_FAILURE", "EXIT_INPUT"]
 
 EXIT_OK, EXIT_FAILURE, EXIT_INPUT = 0, 1, 2
@@ -56,6 +56,16 @@ def agree(team, fn: Callable, *args, **kwargs):
     if err is not None and str(err) == first and isinstance(err, InputError):
         raise err
     raise InputError(first)
+
+
+def raise_message(msg: str | None) -> None:
+    """Raise ``InputError(msg)`` when ``msg`` is a non-empty message; nothing otherwise. Local.
+
+    For validation that collects one message per rank (None where the rank's input is good):
+    ``agree(team, raise_message, msg)`` raises the lowest failing rank's message on every rank.
+    """
+    if msg:
+        raise InputError(msg)
 
 
 def _world():

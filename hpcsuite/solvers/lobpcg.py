@@ -59,8 +59,8 @@ import numpy as np
 from mpi4py import MPI
 
 from ..accel import get_backend
-from ..runtime import InputError, Team, block_range
-from .sparse import DistCSR, _agree, distarray_to_rows, rows_to_distarray
+from ..runtime import InputError, Team, agree, block_range, raise_message
+from .sparse import DistCSR, distarray_to_rows, rows_to_distarray
 
 __all__ = ["lobpcg", "LobpcgResult", "RowOperator", "default_tol", "default_maxiter"]
 
@@ -675,7 +675,7 @@ def lobpcg(A, k: int, X=None, B=None, M=None, tol: float | None = None, maxiter:
     host, msg = _starting_block(X, opA, m, k, seed, be)
     X0 = be.asarray(host) if msg is None else None
     prec, pmsg = (None, None) if msg else _preconditioner(M, opA, be, X0)
-    _agree(team, msg or pmsg)
+    agree(team, raise_message, msg or pmsg)
 
     solver = _Solver(opA, opB, prec, be, team, m, k, bool(largest))
     try:

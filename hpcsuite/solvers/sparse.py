@@ -41,7 +41,7 @@ import scipy.sparse as sp
 from mpi4py import MPI
 
 from ..accel import get_backend
-from ..runtime import InputError, Team, block_range, gpu_aware_mpi, observed
+from ..runtime import InputError, Team, agree, block_range, gpu_aware_mpi, observed, raise_message
 from ..runtime.waiting import waitall
 
 __all__ = ["DistCSR", "block_owners", "rows_to_distarray", "distarray_to_rows"]
@@ -62,14 +62,6 @@ def block_owners(cols: np.ndarray, n: int, p: int) -> np.ndarray:
         return cols.copy()
     big = r * (q + 1)
     return np.where(cols < big, cols // (q + 1), r + (cols - big) // q)
-
-
-def _agree(team: Team, msg: str | None) -> None:
-    """Raise the first rank's message on every rank (one ``allgather``). Collective."""
-    msgs = [msg] if team.size == 1 else team.allgather(msg)
-    first = next((m for m in msgs if m), None)
-    if first:
-        raise InputError(first)
 
 
 def _private_comm(team: Team) -> MPI.Comm:
@@ -412,9 +404,9 @@ class DistCSR:
                 msg = f"rows_fn({r0}, {r1}) returned shape {rows.shape}, expected {(r1 - r0, n)}"
             if msg is None:
                 msg = _nonfinite_msg(rows, r0, "the generated matrix")
-        _agree(team, msg)
+        agree(team, raise_message, msg)
         if need_sym:
-            _agree(team, _distributed_asymmetry(team, rows, n, r0, "the generated matrix"))
+            agree(team, raise_message, _distributed_asymmetry(team, rows, n, r0, "the generated matrix"))
         return cls(rows, n, team, be, symmetric_half, True if need_sym else symmetric)
 
     @staticmethod
