@@ -79,7 +79,10 @@ class KrylovResult:
     atol : float
         The absolute tolerance used, ``max(atol, rtol * ||b||)``.
     matvecs : int
-        Products with ``A`` (including those made by a Chebyshev preconditioner).
+        Products with ``A`` made through the solver (with ``M="chebyshev"`` those of the polynomial
+        and its eigenvalue estimate too; a user's own ``Chebyshev`` object counts apart).
+    reductions : int
+        Global sums made (each one ``Allreduce`` on more than one rank), the estimate included.
     method : str
     """
 
@@ -90,6 +93,7 @@ class KrylovResult:
     cycle_residuals: list = field(default_factory=list)
     atol: float = 0.0
     matvecs: int = 0
+    reductions: int = 0
     method: str = ""
 
     @property
@@ -150,6 +154,15 @@ class _Reducer:
 
 def _dot(a, b):
     return a @ b
+
+
+def _axpy(y, alpha: float, x, tmp) -> None:
+    """``y += alpha * x`` in place; on NumPy through the work buffer ``tmp`` (no temporary)."""
+    if tmp is not None:
+        np.multiply(x, alpha, out=tmp)
+        y += tmp
+    else:
+        y += alpha * x
 
 
 def _copy(a):
@@ -399,17 +412,18 @@ def _setup(name, A, b, x0, rtol, atol, maxiter, M, callback, backend, symmetric_
         total = nloc if op.team.size == 1 else int(op.team.comm.allreduce(nloc))
         if total != op.n:
             raise InputError(f"b has {total} rows over all ranks but A has shape {(op.n, op.n)}")
+    reduce = _Reducer(op.team, be)
     if M == "chebyshev":
-        prec = _chebyshev_for(op, nloc, be)
-    return _Setup(op=op, be=be, xp=xp, team=op.team, reduce=_Reducer(op.team, be), b=bd, x=x,
+        prec = _chebyshev_for(op, nloc, be, reduce)
+    return _Setup(op=op, be=be, xp=xp, team=op.team, reduce=reduce, b=bd, x=x,
                   x0_given=x0 is not None, prec=prec, maxiter=None if maxiter is None else int(maxiter),
                   rtol=rtol, atol=atol, callback=callback, nloc=nloc)
 
 
-def _chebyshev_for(op: _Op, nloc: int, be) -> Chebyshev:
+def _chebyshev_for(op: _Op, nloc: int, be, reduce: _Reducer) -> Chebyshev:
     """``Chebyshev(A, degree=4)`` on the solver's own counted operator (for ``M="chebyshev"``)."""
     c = Chebyshev.__new__(Chebyshev)
-    lo, hi = _estimate(op, nloc, 10, be, _Reducer(op.team, be))
+    lo, hi = _estimate(op, nloc, 10, be, reduce)
     hi *= 1.1
     if not (0.0 < lo < hi):
         raise InputError(f"M='chebyshev': the estimated spectrum [{lo:.3g}, {hi:.3g}] is not positive; A must "
@@ -421,7 +435,8 @@ def _chebyshev_for(op: _Op, nloc: int, be) -> Chebyshev:
 def _finish(s: _Setup, x, info, it, hist, atol, name, return_info, cycles=None):
     if return_info:
         return KrylovResult(x=x, info=int(info), iterations=it, residual_norms=hist,
-                            cycle_residuals=cycles or [], atol=atol, matvecs=s.op.count, method=name)
+                            cycle_residuals=cycles or [], atol=atol, matvecs=s.op.count,
+                            reductions=s.reduce.calls, method=name)
     return x, int(info)
 
 
@@ -471,6 +486,7 @@ def cg(A, b, x0=None, *, rtol: float = 1e-5, atol: float = 0.0, maxiter: int | N
     maxiter = 10 * op.n if s.maxiter is None else s.maxiter
     hist, it, info, atol_ = [], 0, None, 0.0
     rho_prev, p = 1.0, None
+    tmp = np.empty_like(b) if s.be.is_host else None
     while True:
         z = r if prec is None else prec(r)
         parts = [_dot(r, r)] + ([] if prec is None else [_dot(r, z)]) + ([_dot(b, b)] if it == 0 else [])
@@ -500,8 +516,8 @@ def cg(A, b, x0=None, *, rtol: float = 1e-5, atol: float = 0.0, maxiter: int | N
             info = -1
             break
         alpha = rho / pq
-        x += alpha * p
-        r -= alpha * q
+        _axpy(x, alpha, p, tmp)
+        _axpy(r, -alpha, q, tmp)
         rho_prev = rho
         it += 1
         if s.callback is not None:

@@ -95,6 +95,14 @@ def test_same_iterates_as_scipy(method):
         np.testing.assert_allclose(p1, p2, rtol=1e-9)
     res = ours(A, b, rtol=1e-8, return_info=True)
     assert isinstance(res, KrylovResult) and res.converged and len(res.residual_norms) == res.iterations + 1
+    # global sums: CG two per iteration plus the start; MINRES the same plus the one made ahead with
+    # ||x_k|| for the last stopping test; GMRES two per Arnoldi step (CGS2; a rare third when the
+    # norm update cancels) plus the start and one per cycle (the true residual)
+    if method == "gmres":
+        assert 2 * res.iterations + 1 + len(res.cycle_residuals) <= res.reductions <= \
+            3 * res.iterations + 1 + len(res.cycle_residuals)
+    else:
+        assert res.reductions == 2 * res.iterations + (1 if method == "cg" else 2)
 
 
 def test_bad_input_one_clear_error():
