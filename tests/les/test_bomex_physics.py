@@ -47,7 +47,7 @@ and the mixed layer's qt checks all fail; it is not run here to keep CI short.
 
 Time: the 2-hour 24 x 24 x 64 run took 16 s of wall time at 2 ranks on the idle 2-core machine
 (the 1-hour ``bomex_small`` deck 6.4 s; 32 x 32 for 3 h 38 s), so this file about 30 s; with
-other jobs on the machine (load 4) the two tests took 91 s and 76 s.
+other jobs on the machine (load 4-4.5) the two tests took 76-115 s each.
 """
 import math
 
@@ -103,8 +103,10 @@ def lcl_romps(p, T, qv):
     """Height (m) of the lifting condensation level above a parcel at pressure ``p`` (Pa),
     temperature ``T`` (K) and specific humidity ``qv`` (kg/kg): the exact expression of Romps,
     D. M., 2017: Exact expression for the lifting condensation level, J. Atmos. Sci. 74,
-    3891-3900, doi:10.1175/JAS-D-17-0102.1 (its eq. 22a with its constants, saturation over
-    liquid; independent of the model's own saturation formula)."""
+    3891-3900, doi:10.1175/JAS-D-17-0102.1: the LCL over liquid water with the paper's constants
+    and vapour pressure, as in the author's published code (romps.berkeley.edu/papers/
+    pubs-2016-lcl.html), rewritten here for a given specific humidity; independent of the
+    model's own saturation formula."""
     from scipy.special import lambertw
     Ttrip, ptrip, E0v, ggr = 273.16, 611.65, 2.3740e6, 9.81
     rgasa, rgasv = 287.04, 461.0
