@@ -221,6 +221,14 @@ def test_lcl_formula_agrees_with_the_models_saturation_humidity(thl, qt_gkg):
     assert lcl_of(thl, qt) == pytest.approx(z_sat, abs=10.0)
 
 
+def test_half_max_base():
+    zf = np.array([25.0, 75.0, 125.0, 175.0, 225.0])
+    # half the maximum, 0.03, is crossed a quarter of the way from 75 m (0.02) to 125 m (0.06)
+    assert half_max_base(zf, np.array([0.0, 0.02, 0.06, 0.04, 0.01])) == pytest.approx(87.5)
+    assert half_max_base(zf, np.array([0.05, 0.06, 0.02, 0.0, 0.0])) == 25.0   # cloudy at the bottom
+    assert math.isnan(half_max_base(zf, np.zeros(5)))
+
+
 def _run(run, tmp_path, name, **changes):
     out = tmp_path / name
     deck = tmp_path / f"{name}.toml"
