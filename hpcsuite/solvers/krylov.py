@@ -492,7 +492,7 @@ def cg(A, b, x0=None, *, rtol: float = 1e-5, atol: float = 0.0, maxiter: int | N
         parts = [_dot(r, r)] + ([] if prec is None else [_dot(r, z)]) + ([_dot(b, b)] if it == 0 else [])
         red = reduce(parts)
         rnorm = math.sqrt(red[0])
-        rho = red[0] if prec is None else red[1]
+        rho = float(red[0] if prec is None else red[1])
         if it == 0:
             bnorm = math.sqrt(red[-1])
             atol_ = max(s.atol, s.rtol * bnorm)
@@ -511,7 +511,7 @@ def cg(A, b, x0=None, *, rtol: float = 1e-5, atol: float = 0.0, maxiter: int | N
             p *= rho / rho_prev
             p += z
         q = op(p)
-        pq = reduce([_dot(p, q)])[0]
+        pq = float(reduce([_dot(p, q)])[0])
         if pq == 0.0 or not math.isfinite(pq) or not math.isfinite(rho):
             info = -1
             break
@@ -553,7 +553,7 @@ def minres(A, b, x0=None, *, rtol: float = 1e-5, shift: float = 0.0, maxiter: in
     r1 = b - op(x) if s.x0_given else _copy(b)
     y = psolve(r1)
     red = reduce([_dot(r1, y), _dot(b, b)])
-    beta1, bnorm = red[0], math.sqrt(red[1])
+    beta1, bnorm = float(red[0]), math.sqrt(red[1])
     if beta1 < 0:
         raise InputError("M is not positive definite (r.M^-1 r < 0 for the initial residual)")
     if beta1 == 0 or bnorm == 0:
@@ -588,12 +588,12 @@ def minres(A, b, x0=None, *, rtol: float = 1e-5, shift: float = 0.0, maxiter: in
             if istop != 0:
                 break
         itn += 1
-        alfa = red[0]
+        alfa = float(red[0])
         y = y - (alfa / beta) * r2
         r1, r2 = r2, y
         y = psolve(r2)
         oldb = beta
-        beta = reduce([_dot(r2, y)])[0]
+        beta = float(reduce([_dot(r2, y)])[0])
         if beta < 0:
             raise InputError("A is not symmetric or M not positive definite (r.M^-1 r < 0 in MINRES)")
         beta = math.sqrt(beta)
@@ -663,11 +663,11 @@ def _cgs2(V, w, reduce: _Reducer, xp, be):
     h1, h0 = red[:-1], math.sqrt(max(red[-1], 0.0))
     w -= xp.matmul(be.asarray(h1) if not be.is_host else h1, V)
     red = reduce([xp.matmul(V, w), _dot(w, w)])
-    h2, ww = red[:-1], red[-1]
+    h2, ww = red[:-1], float(red[-1])
     w -= xp.matmul(be.asarray(h2) if not be.is_host else h2, V)
     hn2 = ww - float(h2 @ h2)
     if hn2 < 0.5 * ww:                      # cancellation: measure it
-        hn2 = reduce([_dot(w, w)])[0]
+        hn2 = float(reduce([_dot(w, w)])[0])
     return h1 + h2, math.sqrt(max(hn2, 0.0)), h0
 
 

@@ -118,6 +118,34 @@ def test_bad_input_one_clear_error():
             call()
 
 
+@pytest.mark.parametrize("method", ["cg", "minres", "gmres"])
+def test_strict_array_api_backend(method):
+    """The whole iteration on array_api_strict arrays on a non-CPU device (a NumPy-only call or an
+    implicit host conversion raises), with an operator written in the array API. Measured errors
+    below 2e-10 at rtol 1e-10 (CG/GMRES on a tridiagonal matrix with cond ~ 10)."""
+    from hpcsuite.accel import get_backend
+    be = get_backend("strict")
+    n = 60
+    T = sp.diags([-1.0, 2.5, -1.2], [-1, 0, 1], shape=(n, n)).toarray()
+    M = {"cg": (T + T.T) / 2, "minres": (T + T.T) / 2 - 0.3 * np.eye(n), "gmres": T}[method]
+    f = {"cg": cg, "minres": minres, "gmres": gmres}[method]
+    Md = be.asarray(M)
+
+    class Dense:
+        shape = (n, n)
+
+        def matvec(self, x):
+            return be.xp.matmul(Md, x)
+
+        def diagonal(self):
+            return be.asarray(np.diag(M).copy())
+
+    xs = np.cos(0.1 * np.arange(n))
+    for prec in ((None, "jacobi") if method == "minres" else (None, "jacobi", "chebyshev")):
+        r = f(Dense(), be.asarray(M @ xs), rtol=1e-10, M=prec, return_info=True)
+        assert r.info == 0 and np.max(np.abs(be.to_host(r.x) - xs)) < 1e-8
+
+
 # ---------------------------------------------------------------------- exact solutions at 1-4 ranks
 def gen(M):
     return lambda r0, r1: M[r0:r1]
@@ -181,10 +209,12 @@ def test_gmres_convection_diffusion_and_preconditioners(team):
     D = (sp.diags(spread(400)) @ convection_diffusion(20)).tocsr()      # badly scaled rows
     A = DistCSR.from_scipy(D, team=team, root=None)
     xs, b = manufactured(D, A)
-    plain = gmres(A, b, rtol=1e-10, return_info=True)
     jac = gmres(A, b, rtol=1e-10, M="jacobi", return_info=True)
     assert jac.info == 0 and rel_err(team, jac.x, xs) < 1e-7
-    assert jac.iterations * 3 < plain.iterations * 2         # measured 153 vs 301
+    # without it, 1.5x as many Arnoldi steps do not suffice (measured: 153 with Jacobi, 301 without)
+    cycles = -(-3 * jac.iterations // 40)
+    plain = gmres(A, b, rtol=1e-10, maxiter=cycles, return_info=True)
+    assert plain.info == cycles and plain.cycle_residuals[-1] > plain.atol
 
 
 @pytest.mark.mpi
@@ -193,7 +223,7 @@ def test_matrix_free_operator(team):
     from mpi4py import MPI
 
     from hpcsuite.runtime import block_range
-    n = 120
+    n = 60
     r0, r1 = block_range(n, team.size, team.rank)
     up = team.rank - 1 if team.rank > 0 else MPI.PROC_NULL
     down = team.rank + 1 if team.rank < team.size - 1 else MPI.PROC_NULL
@@ -217,8 +247,8 @@ def test_matrix_free_operator(team):
     xs_all = np.sin(np.linspace(0.0, 3.0, n))
     b_all = laplacian((n,)) @ xs_all
     r = cg(Stencil(), b_all[r0:r1], rtol=1e-12, M="jacobi", return_info=True)
-    assert r.info == 0 and rel_err(team, r.x, xs_all[r0:r1]) < 1e-8        # measured 2e-11
-    assert r.iterations <= n + 10           # exact arithmetic: <= n; measured 120 (n distinct eigenvalues)
+    assert r.info == 0 and rel_err(team, r.x, xs_all[r0:r1]) < 1e-8        # measured 1e-15
+    assert r.iterations <= n + 10           # exact arithmetic: <= n; measured 60 (n distinct eigenvalues)
 
 
 # ---------------------------------------------------------------------- the CuPy stand-in
