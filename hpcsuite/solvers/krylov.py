@@ -543,8 +543,8 @@ def minres(A, b, x0=None, *, rtol: float = 1e-5, shift: float = 0.0, maxiter: in
         As :func:`cg`; during the iteration (on every rank alike) when ``M`` turns out indefinite or
         ``A`` not symmetric (``r.M^-1 r < 0``).
     """
+    shift = _check_shift(shift)                 # before _setup's collective checks
     s = _setup("minres", A, b, x0, rtol, 0.0, maxiter, M, callback, backend, symmetric_prec=True)
-    shift = _check_shift(shift)
     xp, op, reduce = s.xp, s.op, s.reduce
     psolve = s.prec if s.prec is not None else (lambda v: v)
     x, b = s.x, s.b

@@ -113,7 +113,8 @@ def test_bad_input_one_clear_error():
                        (lambda: gmres(A, b, restart=0), "restart"), (lambda: cg(A, b, maxiter=2.5), "maxiter"),
                        (lambda: cg(A, b, M="ilu"), "M must be"), (lambda: cg(np.ones((3, 4)), np.ones(3)), "square"),
                        (lambda: gmres(A, b, callback_type="y"), "callback_type"),
-                       (lambda: Chebyshev(A, bounds=(2.0, 1.0)), "bounds"), (lambda: cg(A, b * np.nan), "NaN")]:
+                       (lambda: Chebyshev(A, bounds=(2.0, 1.0)), "bounds"), (lambda: cg(A, b * np.nan), "NaN"),
+                       (lambda: minres(A, b, shift=float("inf")), "shift")]:
         with pytest.raises(InputError, match=word):
             call()
 
@@ -215,6 +216,18 @@ def test_gmres_convection_diffusion_and_preconditioners(team):
     cycles = -(-3 * jac.iterations // 40)
     plain = gmres(A, b, rtol=1e-10, maxiter=cycles, return_info=True)
     assert plain.info == cycles and plain.cycle_residuals[-1] > plain.atol
+
+
+@pytest.mark.mpi
+def test_bad_input_on_one_rank_raises_on_every_rank(team):
+    """b of the wrong length on the last rank only: every rank raises the same InputError, before
+    iterating (no rank is left waiting in a reduction), and the next solve works."""
+    A = DistCSR.from_scipy(laplacian((20,)), team=team, root=None)
+    last = team.rank == team.size - 1
+    for f in (cg, minres, gmres):
+        with pytest.raises(InputError, match=f"b has {A.local_rows + 1 if last else ''}"):
+            f(A, np.ones(A.local_rows + (1 if last else 0)))
+    assert cg(A, np.ones(A.local_rows))[1] == 0
 
 
 @pytest.mark.mpi
