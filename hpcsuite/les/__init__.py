@@ -1,12 +1,13 @@
 """A DALES-style large-eddy simulation on the PGAS arrays (see ``shared/notes/les.md``).
 
-Modules, one job each: ``grid`` (staggered grid, rank blocks), ``state`` (fields, step context),
-``advection``, ``pressure``, ``timestep`` (RK3, adaptive dt), ``model`` (the loop), ``io``
-(fields, cross-sections, checkpoints) -- the dynamics; ``thermo``, ``subgrid``, ``surface``,
-``forcings``, ``cases``, ``statistics``, ``plot`` -- the physics; ``fused`` -- numba kernels
-that replace the hottest array-API operators on NumPy arrays, bit for bit; ``gpukernels`` and
-``gpusubgrid`` -- the same operators as CUDA kernels on CuPy arrays (``fused.ENABLED = False``
-runs the array-API source everywhere). Import the modules directly
+Modules, one job each: ``grid`` (staggered grid, rank blocks), ``state`` (fields, step context,
+the vertical grid on the device), ``horizontal`` (slab sums and means over all ranks),
+``constants`` (the physical constants), ``advection``, ``pressure``, ``timestep`` (RK3, adaptive
+dt), ``model`` (the loop), ``io`` (fields, cross-sections, checkpoints) -- the dynamics;
+``thermo``, ``subgrid``, ``surface``, ``forcings``, ``cases``, ``statistics``, ``plot`` -- the
+physics; ``fused`` -- numba kernels that replace the hottest array-API operators on NumPy arrays,
+bit for bit; ``gpukernels`` and ``gpusubgrid`` -- the same operators as CUDA kernels on CuPy arrays,
+on what they share in ``gpubase`` (``fused.ENABLED = False`` runs the array-API source everywhere). Import the modules directly
 (``from hpcsuite.les import grid``); this package imports nothing heavy on its own.
 """
 

@@ -12,7 +12,7 @@ import numpy as np
 
 from ..runtime import InputError
 from . import fused, gpukernels
-from .state import add_at
+from .state import add_at, zgrid_of
 from .thermo import concat
 
 __all__ = ["Coriolis", "Subsidence", "PrescribedTendencies", "coriolis_parameter", "OMEGA"]
@@ -105,10 +105,7 @@ class Subsidence:
         wls = ctx.profiles.get("wfls")
         if wls is None:
             return
-        zg = getattr(ctx, "zgrid", None)
-        if zg is None:
-            from .state import zgrid_on
-            zg = ctx.zgrid = zgrid_on(ctx.grid, xp)
+        zg = zgrid_of(ctx)
         names = self.names or tuple(n for n in ctx.fields if n in ("thl", "qt") or n.startswith("sv"))
         names = [n for n in names if n in ctx.fields and n in ctx.tend]
         I, J, E = _interior(ctx)

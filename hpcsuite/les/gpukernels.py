@@ -19,13 +19,14 @@ each a pass over memory with a fresh temporary. Two operators are made of many s
   six to fifteen), the buoyancy (one instead of seven), the surface momentum fluxes (one instead of
   about thirty). ``bench/gpu_launches.py`` counts the launches per step on the CuPy stand-in.
 * and, for the same reason, kernels over several fields at once, which read the fields' device
-  addresses from small tables made once (:class:`AddressTables`, :class:`FieldTable`): the
+  addresses from small tables made once (``gpubase.AddressTables``, :class:`FieldTable`): the
   start-of-step copy and the stage update of all prognostic fields, the advection of the scalars,
   their subsidence and their prescribed tendencies (one launch each instead of one per field).
 
 The subgrid closure's kernels are in ``gpusubgrid``, the pressure solve's tridiagonal one in
-``solvers.thomas``. All are compiled without FMA contraction (``--fmad=false``), so every operation
-rounds as the array-API source's does.
+``solvers.thomas``; what both LES kernel modules share (``usable``, the compile check, address
+tables, launches over fields) is in ``gpubase``. All are compiled without FMA contraction
+(``--fmad=false``), so every operation rounds as the array-API source's does.
 
 Measured on an H200 so far: the saturation adjustment (``thermo`` 0.147 -> 0.025 s per 512 x 512 x
 128 step); the others were written after the GPU session and are tested on the stand-in only.
@@ -41,8 +42,8 @@ import functools
 
 import numpy as np
 
-from ..runtime import optional
-from . import fused
+from .constants import CP, EP, EP2, LV, RD, RV
+from .gpubase import AddressTables, launch_over_fields, register_module, usable
 
 __all__ = ["usable", "thermo", "advect_into", "face_velocities", "rk_update", "coriolis", "surface_momentum",
            "subsidence", "buoyancy", "courant_columns", "projection_rhs", "subtract_gradient"]
@@ -466,41 +467,7 @@ def _kernel(name: str):
     return _module().get_function(name)       # looked up once: launches on small grids are overhead
 
 
-def usable(*arrays, strided: bool = False) -> bool:
-    """Whether these kernels (and those of ``gpusubgrid``) apply: enabled, every array a float64
-    CuPy array (the CuPy stand-in's arrays count: tests), C-contiguous, or with ``strided`` any
-    view whose last axis is contiguous and whose strides are non-negative, and the kernels compiled
-    (if NVRTC refuses them, the array-API source runs, with one warning)."""
-    # (about a hundred calls per step: kept cheap, as the launches it decides about)
-    if not fused.ENABLED:
-        return False
-    for a in arrays:
-        t = type(a)
-        on_cupy = _CUPY_TYPES.get(t)
-        if on_cupy is None:
-            on_cupy = _CUPY_TYPES[t] = t.__module__.split(".")[0] == "cupy"
-        if not on_cupy or a.dtype.char != "d":
-            return False
-        if strided and a.ndim:
-            if a.strides[-1] != 8 or any(s < 0 or s % 8 for s in a.strides):
-                return False
-        elif not a.flags.c_contiguous:
-            return False
-    return _COMPILED[0] if _COMPILED else _compiled()
-
-
-_CUPY_TYPES: dict = {}      # type -> whether it is a CuPy array type (the stand-in's included)
-_COMPILED: list = []        # [True] once both modules compiled (then not asked again)
-
-
-def _compiled() -> bool:
-    """Whether both CUDA modules (this one's and ``gpusubgrid``'s) compile: see ``runtime.optional``."""
-    from . import gpusubgrid
-    ok = optional.compiles("hpcsuite.les", lambda: (_module(), gpusubgrid._module()),
-                           "the GPU runs the array-API source")
-    if ok:
-        _COMPILED.append(True)
-    return ok
+register_module("gpukernels", lambda: _module())      # (looked up at call time: tests replace it)
 
 
 def _grid(n: int) -> tuple[tuple[int], tuple[int]]:
@@ -510,12 +477,11 @@ def _grid(n: int) -> tuple[tuple[int], tuple[int]]:
 def thermo(xp, thl, qt, presf, exnf, niter: int):
     """``(ql, T, thv)`` of :func:`thermo.saturation_adjust` and :func:`thermo.virtual_theta` in one
     pass. ``thl``, ``qt``: blocks whose last axis is the vertical; ``presf``, ``exnf``: profiles."""
-    from .thermo import CP, EP, LV, RD, RV, _EP2
     ql, T, thv = xp.empty_like(thl), xp.empty_like(thl), xp.empty_like(thl)
     grid, block = _grid(thl.size)
     _kernel("les_thermo")(grid, block, (thl, qt, presf, exnf, ql, T, thv, np.int64(thl.size),
                                         np.int32(thl.shape[-1]), np.int32(niter), np.float64(LV / CP),
-                                        np.float64(EP), np.float64(_EP2), np.float64(RV / RD)))
+                                        np.float64(EP), np.float64(EP2), np.float64(RV / RD)))
     return ql, T, thv
 
 
@@ -529,32 +495,6 @@ def advect_into(tend, phi, Vx, Vy, Vz, h: int, scheme: str, dx: float, dy: float
     arguments, same operations) as one CUDA launch, one thread per cell. ``tend``, ``phi`` and the
     face velocities may be views (strides are passed; the last axis must be contiguous)."""
     advect_many_into([tend], [phi], Vx, Vy, Vz, h, [scheme], dx, dy, faces, voff, weights, rd, levels)
-
-
-class AddressTables:
-    """Device tables (addresses, flags) made once per set of arrays: a kernel over several fields
-    then costs one launch and no host-to-device copy per call. Keeps the arrays alive (few sets).
-
-    ``get(arrays, flags)`` returns ``(int64 table of the arrays' device addresses, int32 table of
-    flags)``, made on the first call with these arrays (the same objects) and flags.
-    """
-
-    KEPT = 16
-
-    def __init__(self):
-        self._made: dict = {}
-
-    def get(self, arrays, flags):
-        import cupy
-        key = (tuple(id(a) for a in arrays), tuple(flags))
-        kept = self._made.get(key)
-        if kept is None or any(k is not a for k, a in zip(kept[0], arrays)):      # (an id reused)
-            tables = (cupy.asarray([a.data.ptr for a in arrays], dtype=cupy.int64),
-                      cupy.asarray(list(flags), dtype=cupy.int32))
-            kept = self._made[key] = (tuple(arrays), tables)
-            while len(self._made) > self.KEPT:
-                self._made.pop(next(iter(self._made)))
-        return kept[1]
 
 
 _advect_tables = (AddressTables(), AddressTables())      # tendencies, fields
@@ -590,23 +530,6 @@ def advect_many_into(tends, phis, Vx, Vy, Vz, h: int, schemes, dx: float, dy: fl
 
 
 _field_tables = (AddressTables(), AddressTables())     # for subsidence_many and add_profiles_many
-
-
-#: CUDA's largest grid along y and z
-GRID_YZ_MAX = 65535
-
-
-def launch_over_fields(kernel, grid_xy, block, layers: int, tables, rest, count: bool = True) -> None:
-    """Launch a kernel over several fields: grid ``(*grid_xy, fields x layers)`` (block layer z is
-    field z // layers), arguments the field tables (1-D device arrays, one entry per field), then the
-    number of fields (with ``count``), then ``rest``. Where fields x layers exceeds CUDA's grid, the
-    fields go in chunks (views of the tables), one launch each."""
-    n = int(tables[0].shape[0])
-    per = max(1, GRID_YZ_MAX // max(int(layers), 1))
-    for a in range(0, n, per):
-        b = min(a + per, n)
-        part = tables if (a, b) == (0, n) else tuple(t[a:b] for t in tables)
-        kernel((*grid_xy, (b - a) * int(layers)), block, (*part, *((np.int32(b - a),) if count else ()), *rest))
 
 
 def _launch_many(name: str, tables, nxl: int, nyl: int, nz: int, rest) -> None:

@@ -13,7 +13,7 @@ One caveat on a real GPU: CuPy's ``x ** 2`` need not round like ``x * x``, which
 stand-in.
 
 Every function takes and returns what its ``fused`` namesake does (CuPy arrays instead of NumPy
-ones). The inputs must be C-contiguous float64 CuPy arrays (:func:`gpukernels.usable`); the
+ones). The inputs must be C-contiguous float64 CuPy arrays (:func:`gpubase.usable`); the
 callers in ``subgrid`` check. All functions here are local.
 """
 from __future__ import annotations
@@ -22,7 +22,7 @@ import functools
 
 import numpy as np
 
-from .gpukernels import AddressTables, launch_over_fields
+from .gpubase import AddressTables, launch_over_fields, register_module
 
 __all__ = ["face_diffusivities", "scalar_diffusion", "scalar_diffusion_many", "edges", "strain2", "tke_closure",
            "tke_sources", "momentum_diffusion"]
@@ -324,6 +324,9 @@ def _module():
 @functools.lru_cache(maxsize=None)
 def _function(name: str):
     return _module().get_function(name)
+
+
+register_module("gpusubgrid", lambda: _module())      # (checked by gpubase.usable, with gpukernels' module)
 
 
 def _launch(name: str, ni: int, nj: int, nk: int, args) -> None:

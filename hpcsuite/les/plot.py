@@ -176,7 +176,7 @@ def _timeseries_figure(ts, rho_s: float | None = None, bomex: bool = False):
     surface density is known (else kinematic), the friction velocity on its own axis. A BOMEX run
     that reaches 6 h also gets the intercomparison's hours 3-6 ranges as shaded boxes."""
     from .cases import BOMEX_REFERENCE
-    from .thermo import CP, LV
+    from .constants import CP, LV
     t = np.asarray(ts.get("time", []), dtype=float) / 3600.0
     ts = dict(ts)
     if rho_s is not None:

@@ -21,7 +21,7 @@ from .. import pgas
 from ..runtime import Team, grid_shape
 from .grid import HALO, Grid
 
-__all__ = ["FieldStore", "StepContext", "add_at", "process_grid", "zeros_in_one_buffer", "zgrid_on"]
+__all__ = ["FieldStore", "StepContext", "add_at", "process_grid", "zeros_in_one_buffer", "zgrid_on", "zgrid_of"]
 
 
 def process_grid(team_size: int, nx: int, ny: int, dims=(0, 0), h: int = HALO) -> tuple[int, int]:
@@ -79,6 +79,18 @@ def zgrid_on(grid: Grid, xp, device=None) -> SimpleNamespace:
     return SimpleNamespace(zf=put(grid.zf), zh=put(grid.zh), dzf=put(dzf), dzh=put(dzh),
                            rdzf=put(1.0 / dzf), rdzh=put(1.0 / dzh),
                            wlo=put(dzf[1:] / (2.0 * dzh[1:-1])), whi=put(dzf[:-1] / (2.0 * dzh[1:-1])))
+
+
+def zgrid_of(ctx) -> SimpleNamespace:
+    """The vertical grid arrays of a step context: ``ctx.zgrid`` (see :func:`zgrid_on`). Local.
+
+    A :class:`StepContext` makes them when it is created; a context without them (a term called on
+    a plain namespace, as in tests) gets them made on ``ctx.xp`` and kept as ``ctx.zgrid``.
+    """
+    zg = getattr(ctx, "zgrid", None)
+    if zg is None:
+        zg = ctx.zgrid = zgrid_on(ctx.grid, ctx.xp)
+    return zg
 
 
 class FieldStore:

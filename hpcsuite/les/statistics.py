@@ -43,7 +43,10 @@ from pathlib import Path
 
 import numpy as np
 
-from .thermo import _host, _zgrid, concat, horizontal_sums, saturation_adjust, virtual_theta
+from ..runtime.device import to_host as _host
+from .horizontal import horizontal_sums
+from .state import zgrid_of as _zgrid
+from .thermo import concat, saturation_adjust, virtual_theta
 
 __all__ = ["Statistics", "CELL_PROFILES", "FACE_PROFILES", "SERIES"]
 

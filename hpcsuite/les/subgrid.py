@@ -34,7 +34,8 @@ import numpy as np
 
 from ..runtime import InputError
 from . import fused, gpukernels, gpusubgrid
-from .state import add_at
+from .constants import GRAV
+from .state import add_at, zgrid_of
 from .thermo import concat
 
 __all__ = ["ConstantViscosity", "Smagorinsky", "SubgridTKE", "ScalarDiffusion", "diffuse_scalar", "momentum_diffusion",
@@ -43,7 +44,6 @@ __all__ = ["ConstantViscosity", "Smagorinsky", "SubgridTKE", "ScalarDiffusion", 
 KARMAN = 0.4       # von Karman constant (DALES fkar)
 EKMIN = 1e-6       # m^2/s, lower bound of ekm and ekh (DALES ekmin)
 E12MIN = 5e-5      # m/s, lower bound of e12 (DALES e12min)
-_GRAV = 9.81
 _MOMENTUM = ("u", "v", "w")
 
 
@@ -88,10 +88,7 @@ class _Geo:
         return cached[1]
 
     def __init__(self, ctx):
-        zg = getattr(ctx, "zgrid", None)
-        if zg is None:
-            from .state import zgrid_on
-            zg = ctx.zgrid = zgrid_on(ctx.grid, ctx.xp)
+        zg = zgrid_of(ctx)
         self.xp = ctx.xp
         self.dx, self.dy = float(ctx.grid.dx), float(ctx.grid.dy)
         self.dzf, self.dzh, self.zf = zg.dzf, zg.dzh, zg.zf
@@ -504,16 +501,16 @@ class SubgridTKE:
         if one_pass is gpusubgrid.tke_closure and not isinstance(thvf, float):
             # (the kernel divides g by thv_ref itself: one launch fewer per call)
             ekm, ekh, zlt, e12, n2 = one_pass(ctx.fields["e12"], thv, geo.zf, thvf, geo.delta, self.cm,
-                                              self.cn, self.ch1, self.ch2, E12MIN, EKMIN, grav=_GRAV)
+                                              self.cn, self.ch1, self.ch2, E12MIN, EKMIN, grav=GRAV)
             return ekm, ekh, zlt, e12, n2, thvf
         if one_pass is not None:
-            grav_thvf = _GRAV / (xp.full(thv.shape[-1], thvf) if isinstance(thvf, float) else thvf)
+            grav_thvf = GRAV / (xp.full(thv.shape[-1], thvf) if isinstance(thvf, float) else thvf)
             ekm, ekh, zlt, e12, n2 = one_pass(ctx.fields["e12"], thv, geo.zf, grav_thvf, geo.delta, self.cm,
                                               self.cn, self.ch1, self.ch2, E12MIN, EKMIN)
             return ekm, ekh, zlt, e12, n2, thvf
         e12 = xp.maximum(ctx.fields["e12"], E12MIN)
         dthvdz = self._dthvdz(ctx, geo)
-        n2 = (_GRAV / thvf) * dthvdz
+        n2 = (GRAV / thvf) * dthvdz
         stable_l = self.cn * e12 / xp.sqrt(xp.maximum(n2, 1e-30))
         zlt = xp.where(n2 > 0, xp.minimum(geo.delta, stable_l), geo.delta + 0.0 * e12)
         ekm = self.cm * zlt * e12

@@ -27,22 +27,14 @@ from types import SimpleNamespace
 import numpy as np
 
 from ..runtime import InputError
+from ..runtime.device import to_host
 from . import fused, gpukernels
-from .state import add_at
+from .constants import CP, EP, EP2, GRAV, LV, P0, RD, RV      # (RD ... EP also by name from here)
+from .horizontal import horizontal_mean
+from .state import add_at, zgrid_of
 
 __all__ = ["RD", "RV", "CP", "LV", "GRAV", "P0", "EP", "esat", "qsat", "saturation_adjust",
-           "virtual_theta", "base_state", "horizontal_mean", "horizontal_sums", "add_buoyancy",
-           "Thermo", "DryThermo"]
-
-# Physical constants as in DALES (modglobal).
-RD = 287.04        #: gas constant of dry air, J/(kg K)
-RV = 461.5         #: gas constant of water vapour, J/(kg K)
-CP = 1004.0        #: heat capacity of dry air at constant pressure, J/(kg K)
-LV = 2.53e6        #: latent heat of vaporisation, J/kg
-GRAV = 9.81        #: gravity, m/s^2
-P0 = 1.0e5         #: reference pressure of the Exner function, Pa
-EP = RD / RV       #: ratio of the gas constants
-_EP2 = RV / RD - 1.0   # 0.608: the virtual-temperature factor of vapour
+           "virtual_theta", "base_state", "add_buoyancy", "Thermo", "DryThermo"]
 
 _NEWTON = 8        # Newton steps of the saturation adjustment (to rounding even for ql ~ 10 g/kg)
 
@@ -121,7 +113,7 @@ def virtual_theta(thl, qt, ql, exn):
     """Virtual potential temperature ``th (1 + 0.608 qt - 1.608 ql)``, ``th = thl + Lv ql/(cp exn)``.
     Local, elementwise."""
     th = thl + (LV / CP) * ql / exn
-    return th * (1.0 + _EP2 * qt - (RV / RD) * ql)
+    return th * (1.0 + EP2 * qt - (RV / RD) * ql)
 
 
 def base_state(grid, ps: float, th0: float, thl0, qt0, xp=np, device=None):
@@ -152,8 +144,8 @@ def base_state(grid, ps: float, th0: float, thl0, qt0, xp=np, device=None):
         ``presf, presh, exnf, exnh, thvref`` (xp arrays; nz or nz+1), ``rhof`` (nz, kg/m^3),
         ``th0``, ``ps``.
     """
-    thl0 = np.asarray(_host(thl0), dtype=np.float64)
-    qt0 = np.asarray(_host(qt0), dtype=np.float64)
+    thl0 = np.asarray(to_host(thl0), dtype=np.float64)
+    qt0 = np.asarray(to_host(qt0), dtype=np.float64)
     nz = grid.nz
     if thl0.shape != (nz,) or qt0.shape != (nz,):
         raise InputError(f"base_state: thl0 and qt0 must have {nz} levels, got {thl0.shape} and {qt0.shape}")
@@ -178,26 +170,10 @@ def base_state(grid, ps: float, th0: float, thl0, qt0, xp=np, device=None):
                            thvref=put(thv), rhof=put(rhof), th0=float(th0), ps=float(ps))
 
 
-def _host(a):
-    """``a`` as a host NumPy array (CuPy: ``.get()``; array_api_strict: via the CPU device)."""
-    if isinstance(a, np.ndarray) or np.isscalar(a):
-        return a
-    if hasattr(a, "get"):
-        return a.get()
-    if type(a).__module__.startswith("array_api_strict"):
-        import array_api_strict as xs
-        return np.from_dlpack(xs.asarray(a, device=xs.Device("CPU_DEVICE"), copy=True))
-    return np.asarray(a)
-
-
 def _put(xp, host, device=None):
     """A host array on ``xp``'s device (``device`` only for array_api_strict's non-default one)."""
     host = np.ascontiguousarray(host, dtype=np.float64)
     return xp.asarray(host) if device is None else xp.asarray(host, device=device)
-
-
-def _device_of(xp, a):
-    return a.device if getattr(xp, "__name__", "").startswith("array_api_strict") else None
 
 
 def concat(xp):
@@ -205,61 +181,10 @@ def concat(xp):
     return getattr(xp, "concat", None) or xp.concatenate
 
 
-def horizontal_sums(ctx, arrays):
-    """Sums over the whole domain's columns of several local arrays, one vector each. Collective.
-
-    Each array is a local block with halo (``(nxl+2h, nyl+2h, m)``, or 2-D); only the interior is
-    summed. All sums travel in one ``Allreduce``: a host round trip of ``sum(m)`` numbers (on one
-    rank the result stays on the device).
-
-    Returns
-    -------
-    list of xp arrays
-        The global column sums (length ``m``; 2-D inputs give length-1 vectors).
-    """
-    xp, g, h = ctx.xp, ctx.grid, ctx.h
-    parts = []
-    for a in arrays:
-        s = a[h:h + g.nxl, h:h + g.nyl, ...]
-        if type(s).__module__.split(".")[0] == "cupy" and s.ndim == 3:
-            # CuPy gives a reduction over (0, 1) one thread block per level, each striding through
-            # memory (a tenth of a 512 x 512 x 128 step on an H200); over y first, every thread owns
-            # one (x, level) and neighbouring threads read neighbouring levels. Rounding as any GPU
-            # sum's: not NumPy's order.
-            parts.append(xp.sum(xp.sum(s, axis=1), axis=0))
-            continue
-        parts.append(xp.reshape(xp.sum(s, axis=(0, 1)), (-1,)))
-    sizes = [int(p.shape[0]) for p in parts]
-    if ctx.team.size > 1:
-        buf = np.concatenate([np.asarray(_host(p), dtype=np.float64) for p in parts])
-        out = np.empty_like(buf)
-        ctx.team.Allreduce(buf, out)
-        flat = _put(xp, out, _device_of(xp, arrays[0]))
-        parts, o = [], 0
-        for n in sizes:
-            parts.append(flat[o:o + n])
-            o += n
-    return parts
-
-
-def horizontal_mean(ctx, a):
-    """The horizontal (slab) mean profile of a local block with halo. Collective."""
-    g = ctx.grid
-    return horizontal_sums(ctx, [a])[0] / float(g.nx * g.ny)
-
-
-def _zgrid(ctx):
-    zg = getattr(ctx, "zgrid", None)
-    if zg is None:
-        from .state import zgrid_on
-        zg = ctx.zgrid = zgrid_on(ctx.grid, ctx.xp)
-    return zg
-
-
 def add_buoyancy(ctx, thv, thvref) -> None:
     """Add ``g (thv - thvref) / th0``, interpolated to the inner ``w`` levels, to ``tend['w']``.
     Local. The interpolation weights are DALES' (linear in z on a stretched grid)."""
-    zg = _zgrid(ctx)
+    zg = zgrid_of(ctx)
     tw = ctx.tend["w"]
     if isinstance(ctx.base.th0, float) and tw.shape[:-1] == thv.shape[:-1] \
             and gpukernels.usable(thv, thvref, zg.dzf, zg.dzh, tw):     # the same operations in one pass
@@ -321,7 +246,7 @@ def _moist_state_fused(thl, qt, p, exn, niter: int = _NEWTON):
     T_s = _newton(np, tl_s, qt_s, p_s, c, niter)
     ql = np.zeros(shape)
     ql[sat] = np.maximum(qt_s - qsat(np, T_s, p_s), 0.0)
-    T, thv = fused.sat_finish(thl, qt, ql, tl, exn, c, _EP2, RV / RD)
+    T, thv = fused.sat_finish(thl, qt, ql, tl, exn, c, EP2, RV / RD)
     return ql, T, thv
 
 

@@ -23,7 +23,7 @@ import numpy as np
 
 from .errors import InputError
 
-__all__ = ["Device", "get_device", "gpu_status", "gpu_aware_mpi", "DEVICES"]
+__all__ = ["Device", "get_device", "gpu_status", "gpu_aware_mpi", "to_host", "DEVICES"]
 
 DEVICES = ("cpu", "gpu")
 
@@ -71,6 +71,29 @@ def gpu_aware_mpi() -> bool:
         return query is not None and query() == 1
     except Exception:  # noqa: BLE001 - an MPI without the extension, or no MPI: stage through the host
         return False
+
+
+def to_host(a):
+    """``a`` as a host NumPy array, whatever array library holds it. Local.
+
+    NumPy arrays and scalars come back as they are; CuPy arrays by one device-to-host copy
+    (``.get()``); ``array_api_strict`` arrays through its CPU device (on any of its devices); any
+    other array by ``numpy.asarray``. Unlike :meth:`Device.to_host` it needs no :class:`Device`: for
+    code that is handed arrays of an array namespace (the LES terms).
+
+    Examples
+    --------
+    >>> to_host(np.arange(3))
+    array([0, 1, 2])
+    """
+    if isinstance(a, np.ndarray) or np.isscalar(a):
+        return a
+    if hasattr(a, "get"):
+        return a.get()
+    if type(a).__module__.startswith("array_api_strict"):
+        import array_api_strict as xs
+        return np.from_dlpack(xs.asarray(a, device=xs.Device("CPU_DEVICE"), copy=True))
+    return np.asarray(a)
 
 
 @dataclass(frozen=True)

@@ -446,12 +446,12 @@ def test_kernels_over_several_fields_split_where_the_grid_would_be_too_large(tea
     its address tables, and a whole step gives the same bits as with one launch each."""
     import cupy
 
-    from hpcsuite.les import gpukernels
+    from hpcsuite.les import gpubase
     fields, launches = {}, {}
     fake = getattr(getattr(cupy, "_core", None), "launches", None)          # (the stand-in's counter)
-    full = gpukernels.GRID_YZ_MAX
+    full = gpubase.GRID_YZ_MAX
     for limit in (full, 1):
-        monkeypatch.setattr(gpukernels, "GRID_YZ_MAX", limit)
+        monkeypatch.setattr(gpubase, "GRID_YZ_MAX", limit)
         m = _stirred_gpu_model(team, monkeypatch, "5th", stretched=True)
         if fake is not None:
             fake.clear()
@@ -473,15 +473,15 @@ def test_cuda_kernels_that_do_not_compile_leave_the_array_api_source_running(mon
     import cupy
 
     from hpcsuite.runtime import optional
-    from hpcsuite.les import gpukernels
+    from hpcsuite.les import gpubase, gpukernels
     a = cupy.zeros((3, 3, 3))
     assert gpukernels.usable(a)
     monkeypatch.setattr(optional, "_STATE", {})
-    monkeypatch.setattr(gpukernels, "_COMPILED", [])      # (a process whose kernels never compiled)
+    monkeypatch.setattr(gpubase, "_COMPILED", [])      # (a process whose kernels never compiled)
 
     def refuse():
         raise RuntimeError("nvrtc: error: no such intrinsic")
     monkeypatch.setattr(gpukernels, "_module", refuse)
-    with pytest.warns(RuntimeWarning, match="hpcsuite.les: the CUDA kernels do not compile here.*array-API source"):
+    with pytest.warns(RuntimeWarning, match="hpcsuite.les.gpukernels: the CUDA kernels do not compile here.*array-API source"):
         assert not gpukernels.usable(a)
     assert not gpukernels.usable(a)                  # decided once
