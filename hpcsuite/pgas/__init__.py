@@ -3,7 +3,8 @@ algorithms, redistribution, atomics and locks, SUMMA and parallel HDF5.
 
 Layers inside the package: ``dist`` (per-dimension specs) <- ``pattern`` <- ``memory`` (windows) /
 ``access`` (planning one-sided transfers) <- ``array`` (DistArray) <- ``halo``, ``algorithms``,
-``redistribute``, ``sort``, ``sync``, ``summa``, ``hdf5``.
+``redistribute``, ``sort``, ``sync``, ``summa``, ``hdf5`` <- ``arith``, ``reductions``,
+``manipulation``, ``namespace`` <- ``numpy_api`` (DistArray's NumPy protocols, installed here).
 """
 from .algorithms import (all, any, dot, fill, find, for_each, for_each_with_index, generate,
                          max_element, min_element, norm, reduce, transform)
@@ -12,6 +13,7 @@ from .dist import BLOCKCYCLIC, BLOCKED, CYCLIC, NONE, TILE, DistSpec
 from .halo import Halo, HaloGroup, HaloSpec
 from .hdf5 import load_hdf5, save_hdf5
 from .memory import live_segments
+from .numpy_api import install as _install_numpy_protocols
 from .pattern import Pattern
 from .redistribute import copy
 from .sort import cumsum, scan, sort
@@ -26,3 +28,5 @@ __all__ = [
     "fill", "generate", "for_each", "for_each_with_index", "transform", "reduce", "min_element",
     "max_element", "find", "all", "any", "dot", "norm", "sort", "scan", "cumsum",
 ]
+
+_install_numpy_protocols()     # operators, ufuncs, NumPy functions, __array_namespace__

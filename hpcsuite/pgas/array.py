@@ -35,6 +35,7 @@ from dataclasses import dataclass
 import numpy as np
 from mpi4py import MPI
 from mpi4py.util import dtlib
+from numpy.lib.mixins import NDArrayOperatorsMixin
 
 from ..runtime import Team, get_device
 from ..runtime.comm_hooks import observed
@@ -43,7 +44,14 @@ from .dist import BLOCKED
 from .memory import acquire, node_comm
 from .pattern import Pattern
 
-__all__ = ["DistArray", "zeros", "ones", "full", "empty", "arange", "from_numpy", "mpi_type"]
+__all__ = ["DistArray", "zeros", "ones", "full", "empty", "arange", "from_numpy", "mpi_type",
+           "NUMPY_PROTOCOL"]
+
+#: The handlers behind DistArray's NumPy protocols (``__array_ufunc__``, ``__array_function__``,
+#: ``__array_namespace__``), keyed ``"ufunc"``, ``"function"``, ``"namespace"``. They live in
+#: :mod:`hpcsuite.pgas.numpy_api`, which sits above this module (it needs ``copy``, ``matmul`` and
+#: ``scan``, which import DistArray) and fills this table when ``hpcsuite.pgas`` is imported.
+NUMPY_PROTOCOL: dict = {}
 
 
 @functools.lru_cache(maxsize=None)
@@ -99,7 +107,7 @@ def _widths(halo, ndim: int) -> tuple[int, ...]:
     return w
 
 
-class DistArray:
+class DistArray(NDArrayOperatorsMixin):
     """An N-D array distributed over a team. Creating one is collective.
 
     Parameters
@@ -134,7 +142,19 @@ class DistArray:
     ValueError
         On every rank, before any communication, for a shape, dtype, distribution, grid or halo
         that cannot work.
+
+    Notes
+    -----
+    A DistArray speaks NumPy (see the guide's "NumPy on DistArrays" section): operators and ufuncs
+    (``a * 2 + b``, ``np.sqrt(a)``), reductions (``a.sum(axis=0)``, ``np.max(a)``), ``a.T @ b``
+    and ``__array_namespace__``; all of these are collective. Arrays they return are freed
+    (collectively) when their last reference goes, so every rank must hold and drop them alike.
+    Nothing is ever gathered silently: ``np.asarray(a)`` and unsupported NumPy functions raise
+    ``TypeError``; :meth:`to_numpy` gathers.
     """
+
+    __hash__ = object.__hash__          # identity, as before the operators (== is elementwise)
+    _auto_free = False                  # set on the arrays the NumPy protocols return
 
     def __init__(self, shape, dtype=np.float64, dist=BLOCKED, team: Team | None = None, grid=None,
                  halo=0, boundary="none", corners: bool = False, device="cpu", shm: bool | None = None):
@@ -284,6 +304,103 @@ class DistArray:
     def __len__(self) -> int:
         return self.shape[0]
 
+    # ------------------------------------------------------------------ NumPy protocols (collective)
+    # thin: the work is in numpy_api, arith, reductions, manipulation and namespace
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        return NUMPY_PROTOCOL["ufunc"](ufunc, method, inputs, kwargs)
+
+    def __array_function__(self, func, types, args, kwargs):
+        return NUMPY_PROTOCOL["function"](func, types, args, kwargs)
+
+    def __array_namespace__(self, *, api_version=None):
+        return NUMPY_PROTOCOL["namespace"](api_version)
+
+    def __array__(self, dtype=None, copy=None):
+        raise TypeError("a DistArray is not converted to a NumPy array implicitly (that would gather "
+                        "it on every rank); use a.to_numpy() (collective) or a.local")
+
+    def __bool__(self) -> bool:
+        """The value of a one-element array. Collective (a gather); ``ValueError`` otherwise."""
+        if self.size != 1:
+            raise ValueError(f"the truth value of a DistArray with {self.size} elements is ambiguous; "
+                             f"use a.any() or a.all() (collective)")
+        return bool(self.to_numpy().reshape(()))
+
+    @property
+    def T(self) -> "DistArray":
+        """The transpose (reversed axes): ``numpy.transpose``. Collective."""
+        return np.transpose(self)
+
+    @property
+    def mT(self) -> "DistArray":
+        """The last two axes swapped (array API's matrix transpose). Collective."""
+        return NUMPY_PROTOCOL["namespace"](None).matrix_transpose(self)
+
+    def transpose(self, *axes) -> "DistArray":
+        """``numpy.transpose(a, axes)``. Collective."""
+        return np.transpose(self, axes[0] if len(axes) == 1 else (axes or None))
+
+    def reshape(self, *shape) -> "DistArray":
+        """``numpy.reshape`` where the layout allows it without moving data. Collective."""
+        return np.reshape(self, shape[0] if len(shape) == 1 else shape)
+
+    def astype(self, dtype, copy: bool = True) -> "DistArray":
+        """A new array of ``dtype`` with the same pattern (``self`` if ``copy=False`` and the
+        dtype is already ``dtype``). Collective."""
+        return NUMPY_PROTOCOL["namespace"](None).astype(self, dtype, copy=copy)
+
+    def copy(self) -> "DistArray":
+        """A new array with the same values and pattern (no halo). Collective."""
+        return np.copy(self)
+
+    def sum(self, axis=None, dtype=None, out=None, keepdims=False):
+        """``numpy.sum``. Collective."""
+        return np.sum(self, axis=axis, dtype=dtype, out=out, keepdims=keepdims)
+
+    def prod(self, axis=None, dtype=None, out=None, keepdims=False):
+        """``numpy.prod``. Collective."""
+        return np.prod(self, axis=axis, dtype=dtype, out=out, keepdims=keepdims)
+
+    def mean(self, axis=None, dtype=None, out=None, keepdims=False):
+        """``numpy.mean``. Collective."""
+        return np.mean(self, axis=axis, dtype=dtype, out=out, keepdims=keepdims)
+
+    def var(self, axis=None, dtype=None, out=None, ddof=0, keepdims=False):
+        """``numpy.var``. Collective."""
+        return np.var(self, axis=axis, dtype=dtype, out=out, ddof=ddof, keepdims=keepdims)
+
+    def std(self, axis=None, dtype=None, out=None, ddof=0, keepdims=False):
+        """``numpy.std``. Collective."""
+        return np.std(self, axis=axis, dtype=dtype, out=out, ddof=ddof, keepdims=keepdims)
+
+    def min(self, axis=None, out=None, keepdims=False):
+        """``numpy.min``. Collective."""
+        return np.min(self, axis=axis, out=out, keepdims=keepdims)
+
+    def max(self, axis=None, out=None, keepdims=False):
+        """``numpy.max``. Collective."""
+        return np.max(self, axis=axis, out=out, keepdims=keepdims)
+
+    def argmin(self, axis=None, out=None, keepdims=False):
+        """``numpy.argmin``. Collective."""
+        return np.argmin(self, axis=axis, out=out, keepdims=keepdims)
+
+    def argmax(self, axis=None, out=None, keepdims=False):
+        """``numpy.argmax``. Collective."""
+        return np.argmax(self, axis=axis, out=out, keepdims=keepdims)
+
+    def any(self, axis=None, out=None, keepdims=False):
+        """``numpy.any``. Collective."""
+        return np.any(self, axis=axis, out=out, keepdims=keepdims)
+
+    def all(self, axis=None, out=None, keepdims=False):
+        """``numpy.all``. Collective."""
+        return np.all(self, axis=axis, out=out, keepdims=keepdims)
+
+    def clip(self, min=None, max=None, out=None):   # noqa: A002 - NumPy's names
+        """``numpy.clip``. Collective."""
+        return np.clip(self, min, max, out=out)
+
     # ------------------------------------------------------------------ lifetime
     def _alive(self) -> None:
         if self._freed:
@@ -303,6 +420,12 @@ class DistArray:
         self._seg.free()
         self._local = None
         self._dev_storage = None
+
+    def __del__(self):
+        # arrays returned by the NumPy protocols go when their last reference goes (at the same
+        # point on every rank in SPMD code: CPython frees by reference count), as NumPy's do
+        if self._auto_free and not getattr(self, "_freed", True) and not MPI.Is_finalized():
+            self.free()
 
     def __enter__(self) -> "DistArray":
         return self

@@ -1,0 +1,501 @@
+"""Reductions of :class:`~hpcsuite.pgas.DistArray` with NumPy's signatures: ``sum``, ``prod``,
+``mean``, ``var``, ``std``, ``min``, ``max``, ``argmin``, ``argmax``, ``any``, ``all`` and
+``ufunc.reduce``, over all elements or along an axis, with ``keepdims``.
+
+All are collective and check their arguments (axis, dtype, keywords) from global metadata before
+any communication, so bad input raises the same error on every rank.
+
+How (no rank ever holds more than its block plus one partial per grid coordinate):
+
+* Over all elements (``axis=None``, or every axis of a 1-D array): each rank reduces its block to
+  a partial; one ``allgather`` of the partials (a few scalars) and the same combination on every
+  rank give the same scalar (a NumPy scalar, also for GPU arrays) everywhere.
+* Along an axis that the process grid does not split: local, no communication. The result keeps
+  the other dimensions' distributions and process grid (``TILE(b)`` becomes ``BLOCKCYCLIC(b)``: the
+  same owners, plain storage).
+* Along an axis the grid splits ``g`` ways: each rank reduces its block along the axis to a
+  partial; the partials (``g`` along the axis) move with one :func:`~hpcsuite.pgas.copy` into a
+  layout where the axis is whole on every rank, where they are combined. The result keeps the
+  other dimensions' distributions on a process grid spread over them (when none of them is
+  distributed, the first one becomes ``BLOCKED``).
+
+Combinations follow NumPy's rules: dtypes from NumPy itself on empty stand-ins (``sum`` of int8
+is int64, ``mean`` of ints is float64), ``argmin`` / ``argmax`` return the first position in
+global order (also for ties and NaNs), ``var`` / ``std`` combine per-rank (mean, sum of squared
+deviations) pairs (Chan et al.), never sums of squares. Sums are not pairwise over the whole array
+as NumPy's, so floating-point results agree with NumPy's to rounding, not bit for bit.
+"""
+from __future__ import annotations
+
+import builtins
+
+import numpy as np
+
+from .arith import check_dist, new_array
+from .array import DistArray, empty
+from .dist import BLOCKCYCLIC, BLOCKED, NONE
+from .redistribute import copy as redistribute
+
+__all__ = ["reduce", "ufunc_reduce", "sum", "prod", "mean", "var", "std", "min", "max", "argmin",
+           "argmax", "any", "all", "REDUCIBLE"]
+
+#: ufuncs whose ``reduce`` is supported (associative and commutative, so partials may combine in
+#: any order)
+REDUCIBLE = (np.add, np.multiply, np.minimum, np.maximum, np.fmin, np.fmax, np.logical_and,
+             np.logical_or, np.logical_xor, np.bitwise_and, np.bitwise_or, np.bitwise_xor)
+
+
+# ---------------------------------------------------------------------- kinds of reduction
+#: ufunc -> the array namespace's reduction (CuPy blocks reduce through these)
+_XP_NAME = {np.add: "sum", np.multiply: "prod", np.minimum: "min", np.maximum: "max",
+            np.fmin: "nanmin", np.fmax: "nanmax", np.logical_and: "all", np.logical_or: "any"}
+
+
+def _ufunc_reduce(xp, ufunc, block, axis, dtype):
+    name = _XP_NAME.get(ufunc)
+    if name is None or xp is np:
+        return ufunc.reduce(block, axis=axis, dtype=dtype, keepdims=True)
+    fn = getattr(xp, name)
+    if name in ("sum", "prod"):
+        return fn(block, axis=axis, dtype=dtype, keepdims=True)
+    return fn(block, axis=axis, keepdims=True).astype(dtype, copy=False)
+
+
+class _Ufunc:
+    """A ufunc reduction: partials and their combination are ``ufunc.reduce``."""
+
+    def __init__(self, ufunc, dtype):
+        self.ufunc, self.dtypes = ufunc, [np.dtype(dtype)]
+
+    def local(self, xp, block, axis):
+        return [_ufunc_reduce(xp, self.ufunc, block, axis, self.dtypes[0])]
+
+    def combine(self, xp, parts, axis, counts):
+        (s,) = parts
+        if s.shape[axis] == 0:          # an empty axis: the identity (checked to exist)
+            return [self.ufunc.reduce(xp.zeros(s.shape, s.dtype) if xp is np else s, axis=axis,
+                                      dtype=self.dtypes[0], keepdims=True)]
+        return [_ufunc_reduce(xp, self.ufunc, s, axis, self.dtypes[0])]
+
+    def final(self, xp, state, n):
+        return state[0]
+
+
+class _Mean(_Ufunc):
+    def __init__(self, in_dtype, dtype):
+        rdt = np.mean(np.ones(1, in_dtype), dtype=dtype).dtype
+        super().__init__(np.add, rdt)
+        self.result = rdt
+
+    def final(self, xp, state, n):
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return (state[0] / n).astype(self.result, copy=False)
+
+
+class _Var:
+    """(mean, sum of squared deviations) per partial, merged pairwise (Chan, Golub and LeVeque)."""
+
+    identity = True
+
+    def __init__(self, in_dtype, dtype, ddof, root: bool):
+        self.mdt = np.mean(np.ones(1, in_dtype), dtype=dtype).dtype
+        self.vdt = np.var(np.ones(1, in_dtype), dtype=dtype).dtype
+        self.dtypes = [self.mdt, self.vdt]
+        self.ddof, self.root = ddof, root
+
+    def local(self, xp, block, axis):
+        m = xp.mean(block, axis=axis, dtype=self.mdt, keepdims=True)
+        d = block - m
+        d = (d.real ** 2 + d.imag ** 2) if d.dtype.kind == "c" else d * d
+        return [m, xp.sum(d, axis=axis, dtype=self.vdt, keepdims=True)]
+
+    def combine(self, xp, parts, axis, counts):
+        means, m2s = parts
+        g = means.shape[axis]
+        if g == 0:
+            shape = list(means.shape)
+            shape[axis] = 1
+            return [xp.full(shape, np.nan, self.mdt), xp.full(shape, np.nan, self.vdt)]
+
+        def at(x, k):
+            return x[(slice(None),) * axis + (slice(k, k + 1),)]
+        na, ma, qa = float(counts[0]), at(means, 0), at(m2s, 0)
+        for k in range(1, g):
+            nb, mb, qb = float(counts[k]), at(means, k), at(m2s, k)
+            n = na + nb
+            d = mb - ma
+            dd = (d.real ** 2 + d.imag ** 2) if d.dtype.kind == "c" else d * d
+            ma = ma + d * (nb / n)
+            qa = qa + qb + dd * (na * nb / n)
+            na = n
+        return [ma.astype(self.mdt, copy=False), qa.astype(self.vdt, copy=False)]
+
+    def final(self, xp, state, n):
+        with np.errstate(invalid="ignore", divide="ignore"):
+            v = state[1] / builtins.max(n - self.ddof, 0)
+        v = v.astype(self.vdt, copy=False)
+        return xp.sqrt(v) if self.root else v
+
+
+class _Arg:
+    """(value, global index) of the first extreme along the axis."""
+
+    def __init__(self, in_dtype, name: str):
+        self.name, self.dtypes = name, [np.dtype(in_dtype), np.dtype(np.intp)]
+        self.map, self.coord = None, 0          # set per call: the axis' map and my coordinate
+
+    def local(self, xp, block, axis):
+        k = xp.expand_dims(getattr(xp, self.name)(block, axis=axis), axis)
+        v = xp.take_along_axis(block, k, axis=axis)
+        return [v, self.map.glob(self.coord, k).astype(np.intp)]
+
+    def combine(self, xp, parts, axis, counts):
+        v, i = parts
+        order = xp.argsort(i, axis=axis)
+        v, i = xp.take_along_axis(v, order, axis=axis), xp.take_along_axis(i, order, axis=axis)
+        j = xp.expand_dims(getattr(xp, self.name)(v, axis=axis), axis)
+        return [xp.take_along_axis(v, j, axis=axis), xp.take_along_axis(i, j, axis=axis)]
+
+    def final(self, xp, state, n):
+        return state[1]
+
+
+class _Flat:
+    """A 1-D map over the row-major flattened array for the argmin/argmax over all elements:
+    ``glob(unit, k)`` is the flat global index of local element ``k`` of ``unit``."""
+
+    def __init__(self, a: DistArray):
+        self.a = a
+
+    def glob(self, unit, k):
+        p = self.a.pattern
+        xp = self.a.device.xp
+        k_host = np.asarray(self.a.device.to_host(k)).reshape(-1)
+        lidx = np.unravel_index(k_host, p.local_shape(unit)) if p.local_size(unit) else ()
+        gidx = [np.asarray(m.glob(c, li)) for m, c, li in zip(p.maps, p.unit_coords(unit), lidx)]
+        flat = np.ravel_multi_index(gidx, self.a.shape) if gidx else k_host
+        return xp.asarray(np.asarray(flat).reshape(k.shape))
+
+
+# ---------------------------------------------------------------------- argument checks (local)
+def _axis(axis, ndim: int, func: str, allow_tuple: bool):
+    """``axis`` as ``None`` or a sorted tuple of distinct non-negative ints (same error on every
+    rank for a bad one)."""
+    if axis is None:
+        return None
+    items = axis if isinstance(axis, tuple) else (axis,)
+    if isinstance(axis, tuple) and not allow_tuple:
+        raise TypeError(f"{func}: axis must be None or an int for DistArrays, got the tuple {axis!r}")
+    out = []
+    for ax in items:
+        if isinstance(ax, (bool, np.bool_)) or not isinstance(ax, (int, np.integer)):
+            raise TypeError(f"{func}: axis must be None, an int or a tuple of ints, got {axis!r}")
+        if not -ndim <= ax < ndim:
+            raise np.exceptions.AxisError(int(ax), ndim)
+        out.append(int(ax) % ndim)
+    if len(set(out)) != len(out):
+        raise ValueError(f"{func}: duplicate value in axis {axis!r}")
+    return tuple(sorted(out))
+
+
+def _check_common(func, a, out, where, extra):
+    check_dist(a, f"numpy.{func}")
+    if extra:
+        raise TypeError(f"numpy.{func} on DistArrays: keyword(s) {', '.join(sorted(extra))} not supported")
+    if where is not True:
+        raise TypeError(f"numpy.{func} on DistArrays: where= is not supported")
+    if out is not None and not isinstance(out, DistArray):
+        raise TypeError(f"numpy.{func}: out must be a DistArray, got {type(out).__name__}")
+
+
+# ---------------------------------------------------------------------- the engine
+def _host_scalar(a: DistArray, x):
+    return np.asarray(a.device.to_host(x))
+
+
+def _over_all(a: DistArray, kind, keepdims: bool):
+    """Reduce every element: partial per rank, one allgather, the same combination everywhere."""
+    xp = a.device.xp
+    block = a.local
+    if a.pattern.tiled:
+        block = a.pattern.storage_to_local(block)
+    n = block.size
+    if isinstance(kind, _Arg):
+        kind.map, kind.coord = _Flat(a), a.team.rank
+    if n:
+        part = [_host_scalar(a, s).reshape(1) for s in kind.local(xp, block.reshape(-1), 0)]
+    else:
+        part = None
+    parts = a.team.allgather(part)
+    valid = [(k, p) for k, p in enumerate(parts) if p is not None]
+    counts = [a.pattern.local_size(k) for k, _ in valid]
+    stacked = [np.concatenate([p[j] for _, p in valid]) if valid else np.empty(0, dt)
+               for j, dt in enumerate(kind.dtypes)]
+    state = kind.combine(np, stacked, 0, counts)
+    res = np.asarray(kind.final(np, state, a.size)).reshape(())
+    if keepdims:
+        return _filled(a, (1,) * a.ndim, res)
+    return res[()]
+
+
+def _filled(a: DistArray, shape, value) -> DistArray:
+    """A new DistArray of ``shape`` (all ones) holding ``value``. Collective."""
+    dist = (BLOCKED,) + (NONE,) * (len(shape) - 1)
+    r = new_array(shape, value.dtype, a, dist=dist)
+    r.local[...] = value[()]
+    return r
+
+
+def _plain(spec):
+    return BLOCKCYCLIC(spec.block) if spec.kind == "tile" else spec
+
+
+def _along(a: DistArray, kind, axis: int, keepdims: bool) -> DistArray:
+    """Reduce along one axis; a DistArray result (see the module notes for its pattern)."""
+    xp = a.device.xp
+    p = a.pattern
+    nd = a.ndim
+    specs = tuple(_plain(s) for s in p.dist)
+    g = p.grid[axis]
+    coords = p.unit_coords(a.team.rank)
+    amap = p.maps[axis]
+    if isinstance(kind, _Arg):
+        kind.map, kind.coord = amap, coords[axis]
+    block = p.storage_to_local(a.local) if p.tiled else a.local
+
+    def partial():
+        if block.shape[axis] == 0 or block.size == 0:
+            shape = list(block.shape)
+            shape[axis] = 1
+            return [xp.zeros(shape, dt) for dt in kind.dtypes]
+        return kind.local(xp, block, axis)
+
+    def drop(seq, fill):
+        return seq[:axis] + ((fill,) if keepdims else ()) + seq[axis + 1:]
+
+    rshape = drop(a.shape, 1)
+    if g == 1:
+        state = partial()
+        if a.shape[axis] == 0:
+            state = kind.combine(xp, [s[(slice(None),) * axis + (slice(0, 0),)] for s in state], axis, [])
+        res = kind.final(xp, state, a.shape[axis])
+        r = new_array(rshape, res.dtype, a, dist=drop(specs, NONE), grid=drop(p.grid, 1))
+        r.local[...] = res if keepdims else res.reshape(r.local.shape)
+        return r
+    # partials: g along the axis, one per grid coordinate, in the array's own grid
+    tshape = a.shape[:axis] + (g,) + a.shape[axis + 1:]
+    tdist = specs[:axis] + (BLOCKED,) + specs[axis + 1:]
+    others = [d for d in range(nd) if d != axis and specs[d].kind != "none"]
+    wdist = list(specs)
+    wdist[axis] = NONE
+    if not others:
+        first = next(d for d in range(nd) if d != axis)
+        wdist[first] = BLOCKED
+    wgrid = tuple(1 if s.kind == "none" else 0 for s in wdist)
+    temps = []
+    try:
+        parts = []
+        for j, (st, dt) in enumerate(zip(partial(), kind.dtypes)):
+            t = empty(tshape, dt, dist=tdist, team=a.team, grid=p.grid, device=a.device)
+            temps.append(t)
+            t.local[...] = st
+            w = empty(tshape, dt, dist=tuple(wdist), team=a.team, grid=wgrid, device=a.device)
+            temps.append(w)
+            redistribute(t, w)
+            parts.append(w.local)
+        nvalid = builtins.sum(1 for c in range(g) if amap.size(c) > 0)
+        counts = [amap.size(c) for c in range(nvalid)]
+        cut = (slice(None),) * axis + (slice(0, nvalid),)
+        state = kind.combine(xp, [x[cut] for x in parts], axis, counts)
+        res = kind.final(xp, state, a.shape[axis])
+        r = new_array(rshape, res.dtype, a, dist=drop(tuple(wdist), NONE), grid=drop(temps[1].grid, 1))
+        r.local[...] = res if keepdims else res.reshape(r.local.shape)
+    finally:
+        for t in temps:
+            t.free()
+    return r
+
+
+def _run(a: DistArray, make_kind, axes, keepdims: bool, out):
+    """Reduce ``a`` over ``axes`` (None or a sorted tuple) with a fresh kind per step."""
+    if axes is None or len(axes) == a.ndim:
+        res = _over_all(a, make_kind(), keepdims)
+    else:
+        res, cur = a, None
+        for ax in sorted(axes, reverse=True):         # the later axes first: indices stay valid
+            nxt = _along(res, make_kind(), ax, keepdims)
+            if cur is not None:
+                cur.free()
+            res = cur = nxt
+    return _to_out(res, out)
+
+
+def _to_out(res, out):
+    if out is None:
+        return res
+    if not isinstance(res, DistArray):
+        raise TypeError("a reduction to a scalar cannot write into a DistArray out=; drop out=")
+    if out.shape != res.shape:
+        raise ValueError(f"out has shape {out.shape}, the result has shape {res.shape}")
+    redistribute(res, out)
+    res.free()
+    return out
+
+
+# ---------------------------------------------------------------------- public reductions
+def ufunc_reduce(ufunc, a, axis=0, dtype=None, out=None, keepdims=False, initial=np._NoValue,
+                 where=True):
+    """``ufunc.reduce(a, axis, dtype, out, keepdims, initial)`` for the ufuncs in
+    :data:`REDUCIBLE`. Collective.
+
+    Raises
+    ------
+    TypeError
+        Another ufunc (non-associative, e.g. ``subtract``), ``where=``, or a dtype without a loop.
+    ValueError
+        A zero-size reduction with a ufunc that has no identity (as NumPy), a bad axis.
+    """
+    name = f"{ufunc.__name__}.reduce"
+    if ufunc not in REDUCIBLE:
+        raise TypeError(f"numpy.{name} is not supported on DistArrays (only associative, commutative "
+                        f"ufuncs: {', '.join(u.__name__ for u in REDUCIBLE)})")
+    _check_common(name, a, out, where, ())
+    axes = _axis(axis, a.ndim, f"numpy.{name}", allow_tuple=True)
+    try:
+        rdt = ufunc.reduce(np.empty((1,), a.dtype), dtype=dtype).dtype
+    except Exception as exc:        # noqa: BLE001 - NumPy's own type error, raised alike everywhere
+        raise TypeError(f"numpy.{name}: {exc}") from None
+    n = a.size if axes is None else int(np.prod([a.shape[d] for d in axes]))
+    if n == 0 and ufunc.identity is None and initial is np._NoValue:
+        raise ValueError(f"zero-size array to reduction operation {ufunc.__name__} which has no identity")
+    if n == 0 and initial is not np._NoValue and ufunc.identity is None:
+        raise TypeError(f"numpy.{name}: initial= on an empty reduction is not supported on DistArrays")
+    res = _run(a, lambda: _Ufunc(ufunc, rdt), axes, keepdims, out if initial is np._NoValue else None)
+    if initial is not np._NoValue:
+        res = _apply_initial(ufunc, res, initial, rdt, out)
+    return res
+
+
+def _apply_initial(ufunc, res, initial, rdt, out):
+    if isinstance(res, DistArray):
+        return ufunc(res, rdt.type(initial), out=res if out is None else out)
+    return ufunc(res, rdt.type(initial))
+
+
+def sum(a, axis=None, dtype=None, out=None, keepdims=False, initial=np._NoValue, where=True):  # noqa: A001
+    """``numpy.sum``: a scalar (the same on every rank) for ``axis=None``, else a DistArray.
+    Collective."""
+    return ufunc_reduce(np.add, a, axis, dtype, out, keepdims, initial, where)
+
+
+def prod(a, axis=None, dtype=None, out=None, keepdims=False, initial=np._NoValue, where=True):
+    """``numpy.prod``; as :func:`sum`. Collective."""
+    return ufunc_reduce(np.multiply, a, axis, dtype, out, keepdims, initial, where)
+
+
+def min(a, axis=None, out=None, keepdims=False, initial=np._NoValue, where=True):  # noqa: A001
+    """``numpy.min`` (NaN propagates). ``ValueError`` for an empty reduction. Collective."""
+    return ufunc_reduce(np.minimum, a, axis, None, out, keepdims, initial, where)
+
+
+def max(a, axis=None, out=None, keepdims=False, initial=np._NoValue, where=True):  # noqa: A001
+    """``numpy.max`` (NaN propagates). ``ValueError`` for an empty reduction. Collective."""
+    return ufunc_reduce(np.maximum, a, axis, None, out, keepdims, initial, where)
+
+
+def any(a, axis=None, out=None, keepdims=False, *, where=True):  # noqa: A001
+    """``numpy.any``: a bool (or a boolean DistArray along an axis). Collective."""
+    return _truth(np.logical_or, "any", a, axis, out, keepdims, where)
+
+
+def all(a, axis=None, out=None, keepdims=False, *, where=True):  # noqa: A001
+    """``numpy.all``: a bool (or a boolean DistArray along an axis). Collective."""
+    return _truth(np.logical_and, "all", a, axis, out, keepdims, where)
+
+
+def _truth(ufunc, func, a, axis, out, keepdims, where):
+    _check_common(func, a, out, where, ())
+    axes = _axis(axis, a.ndim, f"numpy.{func}", allow_tuple=True)
+    res = _run(a, lambda: _Truth(ufunc), axes, keepdims, out)
+    return res
+
+
+class _Truth(_Ufunc):
+    def __init__(self, ufunc):
+        super().__init__(ufunc, np.dtype(bool))
+
+    def local(self, xp, block, axis):
+        f = xp.any if self.ufunc is np.logical_or else xp.all
+        return [f(block, axis=axis, keepdims=True)]
+
+
+def mean(a, axis=None, dtype=None, out=None, keepdims=False, *, where=True):
+    """``numpy.mean`` (float64 for integer input, as NumPy). Over several axes: the mean of the
+    means along each (equal to NumPy's up to rounding). Collective."""
+    _check_common("mean", a, out, where, ())
+    axes = _axis(axis, a.ndim, "numpy.mean", allow_tuple=True)
+    _mean_dtype(a, dtype, "mean")
+    return _run(a, lambda: _Mean(a.dtype, dtype), axes, keepdims, out)
+
+
+def _mean_dtype(a, dtype, func):
+    try:
+        np.mean(np.ones(1, a.dtype), dtype=dtype)
+    except Exception as exc:        # noqa: BLE001
+        raise TypeError(f"numpy.{func}: {exc}") from None
+
+
+def var(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=True, mean=None,
+        correction=None):
+    """``numpy.var`` (``ddof``; ``correction`` as the array API's name of it). Collective.
+
+    ``axis`` is ``None`` or one int (a tuple raises ``TypeError``)."""
+    return _var("var", a, axis, dtype, out, ddof, keepdims, where, mean, correction, False)
+
+
+def std(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=True, mean=None,
+        correction=None):
+    """``numpy.std``: the square root of :func:`var`. Collective."""
+    return _var("std", a, axis, dtype, out, ddof, keepdims, where, mean, correction, True)
+
+
+def _var(func, a, axis, dtype, out, ddof, keepdims, where, mean_, correction, root):
+    _check_common(func, a, out, where, ("mean",) if mean_ is not None else ())
+    if correction is not None:
+        if ddof != 0:
+            raise ValueError(f"numpy.{func}: ddof and correction can't be provided simultaneously.")
+        ddof = correction
+    axes = _axis(axis, a.ndim, f"numpy.{func}", allow_tuple=True)
+    if axes is not None and 1 < len(axes) < a.ndim:
+        raise TypeError(f"numpy.{func} on DistArrays: axis must be None or one int, got {axis!r}")
+    _mean_dtype(a, dtype, func)
+    if isinstance(ddof, (bool, np.bool_)) or not isinstance(ddof, (int, float, np.integer, np.floating)):
+        raise TypeError(f"numpy.{func}: ddof must be a number, got {ddof!r}")
+    return _run(a, lambda: _Var(a.dtype, dtype, ddof, root), axes, keepdims, out)
+
+
+def argmin(a, axis=None, out=None, *, keepdims=False):
+    """``numpy.argmin``: the first position of the smallest value (flat index for
+    ``axis=None``). Collective."""
+    return _argx("argmin", a, axis, out, keepdims)
+
+
+def argmax(a, axis=None, out=None, *, keepdims=False):
+    """``numpy.argmax``: the first position of the largest value. Collective."""
+    return _argx("argmax", a, axis, out, keepdims)
+
+
+def _argx(func, a, axis, out, keepdims):
+    _check_common(func, a, out, True, ())
+    if isinstance(axis, tuple):
+        raise TypeError(f"numpy.{func}: axis must be None or an int, got {axis!r}")
+    axes = _axis(axis, a.ndim, f"numpy.{func}", allow_tuple=False)
+    n = a.size if axes is None else a.shape[axes[0]]
+    if n == 0:
+        raise ValueError(f"attempt to get {func} of an empty sequence")
+    return _run(a, lambda: _Arg(a.dtype, func), axes, keepdims, out)
+
+
+def reduce(ufunc, a, **kwargs):
+    """``ufunc.reduce(a, **kwargs)``: see :func:`ufunc_reduce`. Collective."""
+    return ufunc_reduce(ufunc, a, **kwargs)
