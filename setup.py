@@ -30,4 +30,7 @@ for pkg, (folder, patterns) in DATA.items():
         packages.append(name)
         package_data[name] = patterns
 
+# data files inside the package itself: the DALES BOMEX reference series (hpcsuite.les.cases)
+package_data["hpcsuite.les"] = ["data/*.csv"]
+
 setup(packages=packages, package_dir=package_dir, package_data=package_data)

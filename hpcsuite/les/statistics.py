@@ -12,6 +12,27 @@ Time series (``timeseries/<name>``, one value per sample, ``time`` in s)
     ``zi``  boundary-layer (inversion) height: the face ``zh`` with the largest ``d<thv>/dz``;
     ``zi_flux``  the face with the most negative total buoyancy flux ``w'thv'`` (the CBL's
     entrainment level; NaN without ``w``);
+    DALES's time-series definitions (``modtimestat.f90`` of DALES 3.2.0, the version that wrote
+    the BOMEX reference output ``hpcsuite/les/data/dales_bomex_tmser.csv``; described here in our
+    words, no DALES code is used), for a comparison with matched definitions:
+    ``cloud_base_avg`` (DALES ``zb``) the mean over the cloudy columns (any ``ql > 0``) of the
+    height ``zf`` of each column's lowest cloudy level; ``cloud_top_avg`` (DALES ``zc_av``) the
+    same mean of each cloudy column's highest cloudy level (NaN without cloud; DALES writes a
+    fill value). DALES's ``cc`` is ``cloud_cover``, its ``zc_max`` is ``cloud_top`` and its
+    ``lwp_bar`` is ``lwp`` (in kg/m^2 there): the same definitions. ``lwp_max`` (DALES
+    ``lwp_max``) the largest column liquid water path (g/m^2; 0 without cloud).
+    ``zi_dales`` (DALES ``zi`` with its defaults ``iblh_meth = 2``, ``iblh_var = -1``,
+    ``blh_nsamp = 4``): the columns are split into groups of ``blh_nsamp`` columns a stride
+    ``s = ceil(nx / blh_nsamp)`` apart along x in one row (columns ``i, i + s, ...``; DALES 3.2 had
+    the whole x extent on each rank); in each group the virtual potential temperature is summed
+    over its columns, the gradient of the sum is taken on the faces (``grad_k = (P_k - P_(k-1)) /
+    dzh_k``, zero on the surface), the face ``L`` of its largest value is found, and the height is
+    refined from the gradient's own derivative at the cell centres (``d_k = (grad_(k+1) - grad_k)
+    / dzf_k``) as ``zh_(L-1) - dzh_L d_(L-1) / (d_L - d_(L-1) + 1e-8)``; note that this anchors at
+    the face below ``L``, so a symmetric gradient peak on face ``L`` gives ``zh_L - dzf/2`` (half a
+    layer below the face: DALES's own convention, kept). ``zi_dales`` is the mean over the groups
+    weighted by their column counts. Differences from DALES: the top face (DALES uses a ghost level
+    above the domain) is left out of the search; the thv of a group is reduced over all ranks.
     ``wthl_s``, ``wqt_s``, ``ustar``, ``uw_s``, ``vw_s``  domain-mean surface fluxes (kinematic;
     the file's ``rho_surface`` attribute, the base-state density of the first level in moist runs,
     turns them into W/m^2).
@@ -44,17 +65,21 @@ from pathlib import Path
 import numpy as np
 
 from ..runtime.device import to_host as _host
+from mpi4py import MPI
+
 from .horizontal import horizontal_sums
 from .state import zgrid_of as _zgrid
 from .thermo import concat, saturation_adjust, virtual_theta
 
-__all__ = ["Statistics", "CELL_PROFILES", "FACE_PROFILES", "SERIES"]
+__all__ = ["Statistics", "CELL_PROFILES", "FACE_PROFILES", "SERIES", "zi_dales", "BLH_NSAMP"]
 
 CELL_PROFILES = ("thl", "qt", "ql", "thv", "u", "v", "e12", "cfrac")
 FACE_PROFILES = ("w2", "wthl_res", "wthl_sgs", "wthl", "wqt_res", "wqt_sgs", "wqt",
                  "wthv_res", "wthv_sgs", "wthv")
 SERIES = ("cloud_cover", "cloud_base", "cloud_top", "cfrac_max", "lwp", "zi", "zi_flux",
-          "wthl_s", "wqt_s", "ustar", "uw_s", "vw_s")
+          "wthl_s", "wqt_s", "ustar", "uw_s", "vw_s",
+          "cloud_base_avg", "cloud_top_avg", "lwp_max", "zi_dales")
+BLH_NSAMP = 4          # DALES modtimestat's default blh_nsamp: columns per inversion-height group
 _SURFACE = {"wthl_s": "wthl", "wqt_s": "wqt", "ustar": "ustar", "uw_s": "uw", "vw_s": "vw"}
 
 
@@ -123,7 +148,13 @@ class Statistics:
             add("cfrac", xp.where(cloudy, one, zero))
             add("_cloudcol", xp.where(xp.any(cloudy, axis=-1), one[..., 0], zero[..., 0]))
             rho = getattr(ctx.base, "rhof", None)
-            add("_lwp", xp.sum(ql * (dzf if rho is None else rho * dzf), axis=-1))
+            lwp_col = xp.sum(ql * (dzf if rho is None else rho * dzf), axis=-1)
+            add("_lwp", lwp_col)
+            # DALES's zb / zc_av: each cloudy column's lowest / highest cloudy level (0 if clear)
+            col = xp.any(cloudy, axis=-1)
+            zlow = xp.min(xp.where(cloudy, zg.zf, xp.full_like(ql, math.inf)), axis=-1)
+            add("_zbase", xp.where(col, zlow, zero[..., 0]))
+            add("_ztop", xp.max(xp.where(cloudy, zg.zf, zero), axis=-1))
             if rho is not None and self.rho_surface is None:       # (once: surface fluxes in W/m^2)
                 self.rho_surface = float(np.asarray(_host(rho[:1]))[0])
         w = f.get("w")
@@ -151,6 +182,11 @@ class Statistics:
         sums = horizontal_sums(ctx, arrays)
         ncol = float(g.nx * g.ny)
         m = {n: np.asarray(_host(s), dtype=np.float64) / ncol for n, s in zip(names, sums)}
+        if ql is not None:
+            m["_lwp_max"] = np.array([_global_max(ctx, lwp_col)])
+        if thv is not None and g.nz > 1:
+            m["_zi_dales"] = np.array([zi_dales(*_group_sums(ctx, thv), np.asarray(g.zf, dtype=np.float64),
+                                                np.asarray(g.zh, dtype=np.float64))])
         cu, cv = getattr(ctx, "galilean", (0.0, 0.0))      # report ground-relative winds
         if "u" in m:
             m["u"] = m["u"] + cu
@@ -176,9 +212,17 @@ class Statistics:
             ts["lwp"] = 1e3 * float(m["_lwp"][0])
             if lev.size:
                 ts["cloud_base"], ts["cloud_top"] = float(zf[lev[0]]), float(zf[lev[-1]])
+            if "_lwp_max" in m:
+                ts["lwp_max"] = 1e3 * float(m["_lwp_max"][0])
+            cc = float(m["_cloudcol"][0])
+            if cc > 0 and "_zbase" in m:
+                ts["cloud_base_avg"] = float(m["_zbase"][0]) / cc
+                ts["cloud_top_avg"] = float(m["_ztop"][0]) / cc
         if "thv" in m and nz > 1:
             grad = np.diff(m["thv"]) / np.diff(zf)
             ts["zi"] = float(zh[1 + int(np.argmax(grad))])
+        if "_zi_dales" in m:
+            ts["zi_dales"] = float(m["_zi_dales"][0])
         if "_w" in m:
             wm = m["_w"]
             out["w2"] = m["_w2"] - wm ** 2
@@ -199,6 +243,8 @@ class Statistics:
         for key in _SURFACE:
             if f"_sfc_{key}" in m:
                 ts[key] = float(m[f"_sfc_{key}"][0])
+        for k in SERIES:                   # (a state restored from an older version lacks new series)
+            self.series.setdefault(k, [math.nan] * len(self.time))
         self.time.append(t)
         for k in SERIES:
             self.series[k].append(ts[k])
@@ -289,3 +335,62 @@ def _to_faces(xp, a, dzf, dzh):
     inner = (a[..., 1:] * dzf[:-1] + a[..., :-1] * dzf[1:]) / (2.0 * dzh[1:-1])
     zero = xp.zeros_like(inner[..., :1])
     return concat(xp)([zero, inner, zero], axis=-1)
+
+
+def _global_max(ctx, a) -> float:
+    """The largest value of a local 2-D block's interior over all ranks (0 for an empty domain).
+    Collective."""
+    g, h = ctx.grid, ctx.h
+    s = np.asarray(_host(a[h:h + g.nxl, h:h + g.nyl]), dtype=np.float64)
+    local = float(s.max()) if s.size else 0.0
+    return float(ctx.team.allreduce(local, op=MPI.MAX)) if ctx.team.size > 1 else local
+
+
+def _group_sums(ctx, thv, nsamp: int = BLH_NSAMP):
+    """DALES's inversion-height groups: the sums of ``thv`` over the columns ``i, i + s, ...`` of
+    each row (``s = ceil(nx / nsamp)``), as ``(s, ny, nz)``, and each group's column count ``(s, 1)``.
+    The global array is reduced over all ranks (``s ny nz`` numbers). Collective."""
+    g, h = ctx.grid, ctx.h
+    stride = -(-g.nx // nsamp)
+    block = np.asarray(_host(thv[h:h + g.nxl, h:h + g.nyl, :]), dtype=np.float64)
+    sums = np.zeros((stride, g.ny, g.nz))
+    gi = (g.i0 + np.arange(g.nxl)) % stride
+    np.add.at(sums[:, g.j0:g.j0 + g.nyl, :], gi, block)
+    if ctx.team.size > 1:
+        out = np.empty_like(sums)
+        ctx.team.Allreduce(sums, out)
+        sums = out
+    counts = np.array([-(-(g.nx - r) // stride) for r in range(stride)], dtype=np.float64)
+    return sums, counts[:, None]
+
+
+def zi_dales(sums, counts, zf, zh) -> float:
+    """DALES's inversion height (``modtimestat``, gradient method on ``thv``) from the group sums
+    of :func:`_group_sums`: per group the refined height of the largest face gradient of its
+    summed profile (see the module docstring), then the mean weighted by the column counts. Local.
+
+    Parameters
+    ----------
+    sums : array (groups..., nz)
+        Each group's profile summed over its columns (any leading shape).
+    counts : array
+        Columns per group, broadcastable against ``sums[..., 0]``.
+    zf, zh : arrays (nz,), (nz + 1,)
+        Cell-centre and face heights.
+    """
+    sums = np.asarray(sums, dtype=np.float64)
+    nz = sums.shape[-1]
+    dzf = np.diff(zh)[:nz]
+    dzh = np.concatenate(([zf[0]], np.diff(zf)))            # dzh[k] = zf[k] - zf[k-1], k >= 1
+    grad = np.zeros_like(sums)                               # on faces 0..nz-1; 0 on the surface
+    grad[..., 1:] = np.diff(sums, axis=-1) / dzh[1:]
+    dgrad = np.zeros_like(sums)                              # at cell centres 1..nz-2
+    dgrad[..., 1:-1] = (grad[..., 2:] - grad[..., 1:-1]) / dzf[1:-1]
+    loc = np.argmax(grad, axis=-1)                           # the first largest, as Fortran maxloc
+    lm1 = np.maximum(loc - 1, 0)
+    d0 = np.take_along_axis(dgrad, lm1[..., None], -1)[..., 0]
+    d1 = np.take_along_axis(dgrad, loc[..., None], -1)[..., 0]
+    zi = zh[lm1] - dzh[loc] * d0 / (d1 - d0 + 1e-8)
+    zi = np.where(loc > 0, zi, 0.0)                          # (no positive gradient anywhere)
+    w = np.broadcast_to(np.asarray(counts, dtype=np.float64), zi.shape)
+    return float(np.sum(w * zi) / np.sum(w))

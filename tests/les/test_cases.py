@@ -116,27 +116,57 @@ def test_dry_cbl_and_encroachment():
         cases.encroachment_height(t, Q, 0.0)
 
 
+def test_the_dales_reference_data_file_reads_as_its_header_says():
+    """The shipped DALES series: read independently with NumPy's CSV reader; the header names the
+    repository, path and commit; hours 3-6 means as printed by ``les compare``."""
+    text = cases.DALES_TMSER.read_text()
+    for s in ("github.com/dalesteam/dales", "cases/bomex/results_3.2.0/tmser.001.nc",
+              "a2ea9caf75a1968f042c2384d62be9d31d947481", "DALES 3.2", "modtimestat"):
+        assert s in text, s
+    ncomment = sum(line.startswith("#") for line in text.splitlines())
+    ref = np.genfromtxt(cases.DALES_TMSER, delimiter=",", names=True, skip_header=ncomment)
+    got = cases.dales_bomex_series()
+    assert set(got) == set(ref.dtype.names) and len(got["time_s"]) == 480 - 1
+    for name in ref.dtype.names:
+        np.testing.assert_array_equal(got[name], np.nan_to_num(ref[name]) if name == "cc" else ref[name])
+    np.testing.assert_array_equal(got["time_s"], np.arange(1, 480) * 60.0)
+    sel = (ref["time_s"] >= 3 * 3600) & (ref["time_s"] <= 6 * 3600)
+    means = cases.dales_bomex_reference()
+    assert sel.sum() == 181 and means["lwp"] == pytest.approx(1e3 * ref["lwp_bar_kg_m2"][sel].mean())
+    assert means["cloud_base_avg"] == pytest.approx(ref["zb_m"][sel].mean())
+    # DALES writes a fill value (NaN in the file) for the cloud heights and the cover before the
+    # first cloud; a cover of 0 is read back as 0
+    assert np.isnan(ref["cc"][0]) and got["cc"][0] == 0.0 and np.isnan(got["zb_m"][0])
+    assert means["cloud_cover"] == pytest.approx(0.1383, abs=1e-4) and means["zi_dales"] == pytest.approx(1620.0, abs=0.1)
+
+
 def test_compare_bomex_flags_values_outside_the_ranges():
-    t = np.arange(0, 6 * 3600 + 1, 600.0)
-    good = {"time": t, "cloud_base": np.full_like(t, 520.0), "cloud_top": np.full_like(t, 1700.0),
-            "cloud_cover": np.where(t < 3 * 3600, 0.9, 0.1),       # hours 0-3 are ignored
-            "lwp": np.full_like(t, 8.0), "zi": np.full_like(t, 1550.0), "cfrac_max": np.array([0.07])}
+    t = np.arange(0, 6 * 3600 + 1, 60.0)
+    ref = cases.dales_bomex_reference()
+    good = {"time": t, **{k: np.where(t < 3 * 3600, 10 * v, v) for k, v in ref.items()}}   # hours 0-3 ignored
     rows = {r["name"]: r for r in cases.compare_bomex(good)}
-    assert set(rows) == set(cases.BOMEX_REFERENCE) and all(r["ok"] for r in rows.values())
-    assert rows["cloud_cover"]["value"] == pytest.approx(0.1)
-    bad = dict(good, cloud_base=np.full_like(t, 900.0))
+    assert set(rows) == set(cases.BOMEX_MATCH) == set(cases.BOMEX_REFERENCE)
+    assert all(r["ok"] for r in rows.values())
+    for k, r in rows.items():
+        assert r["value"] == pytest.approx(ref[k]) and r["dales"] == pytest.approx(ref[k])
+        assert r["low"] < ref[k] < r["high"] and r["intercomparison"] is None
+        assert (r["low"], r["high"]) == pytest.approx(cases.BOMEX_REFERENCE[k][:2])
+    lo_base = rows["cloud_base_avg"]["low"]
+    bad = dict(good, cloud_base_avg=np.full_like(t, lo_base - 1.0))
     del bad["lwp"]
     rows = {r["name"]: r for r in cases.compare_bomex(bad)}
-    assert not rows["cloud_base"]["ok"] and not rows["lwp"]["ok"] and np.isnan(rows["lwp"]["value"])
-    assert "Siebesma" in cases.BOMEX_REFERENCE_SOURCE
+    assert not rows["cloud_base_avg"]["ok"] and not rows["lwp"]["ok"] and np.isnan(rows["lwp"]["value"])
+    assert sum(r["ok"] for r in rows.values()) == len(rows) - 2
     table = cases.format_comparison(list(rows.values()))
-    assert "| cloud_base | 900 | 400 - 700 | m | NO |" in table and "| lwp | n/a |" in table
+    assert f"| cloud_base_avg | mean over cloudy columns of the lowest cloudy level (DALES zb) | {lo_base - 1:.4g} |" in table
+    assert "| lwp | " in table and "| n/a |" in table and "| not cited |" in table
+    assert "tmser.001.nc" in table and "Siebesma et al. 2003" in table and "not cited" in table.splitlines()[-1]
     # the app's one-line summary at the end of a BOMEX run; nothing for a run that stops before 6 h
     line = cases.bomex_summary(good)
-    assert line.startswith("BOMEX hours 3-6 against the intercomparison (Siebesma et al. 2003): ")
-    assert "cloud_base 520 m (400-700: within)" in line and "cloud_cover 0.1 (0.04-0.2: within)" in line
-    assert line.endswith("; 6 of 6 within")
+    assert line.startswith("BOMEX hours 3-6 against the DALES 3.2 reference run (matched definitions): ")
+    assert f"cloud_cover {ref['cloud_cover']:.4g} (DALES {ref['cloud_cover']:.4g}, " in line
+    assert line.endswith(f"; {len(rows)} of {len(rows)} within")
     line = cases.bomex_summary(bad)
-    assert "cloud_base 900 m (400-700: OUTSIDE)" in line and "lwp nan g/m^2" in line and line.endswith("4 of 6 within")
+    assert "cloud_base_avg" in line and "OUTSIDE" in line and line.endswith(f"{len(rows) - 2} of {len(rows)} within")
     short = {k: (v[t <= 5 * 3600] if v.shape == t.shape else v) for k, v in good.items()}
     assert cases.bomex_summary(short) is None

@@ -55,7 +55,47 @@ def _reference(grid, f, ekh, base):
         r[f"w{name}_res"], r[f"w{name}_sgs"] = res, sgs
         r[f"w{name}"] = res + sgs
     r["zi_flux"] = zh[1 + np.argmin(r["wthv"][1:-1])]
+    r.update(_dales_reference(grid, ql, thv, np.asarray(base.rhof)))
     return r
+
+
+def _dales_reference(grid, ql, thv, rhof):
+    """DALES 3.2.0 modtimestat's definitions, written out loop by loop with Fortran's 1-based
+    indices (zf(k), zh(k) the centre and bottom face of cell k; zh(1) = 0), from the global
+    arrays: the mean over cloudy columns of the lowest/highest cloudy level, the largest column
+    LWP, and zi of the gradient method over groups of 4 columns a stride apart in x."""
+    nx, ny, kmax = ql.shape
+    zf = np.concatenate(([np.nan], grid.zf))                 # zf(1..kmax)
+    zh = np.concatenate(([np.nan], grid.zh))                 # zh(1..kmax+1)
+    dzf = {k: zh[k + 1] - zh[k] for k in range(1, kmax + 1)}
+    dzh = {k: zf[k] - zf[k - 1] for k in range(2, kmax + 1)}
+    cc = zbase = ztop = 0.0
+    lwpmax = 0.0
+    for i in range(nx):
+        for j in range(ny):
+            col = ql[i, j]
+            lwpmax = max(lwpmax, sum(col[k - 1] * rhof[k - 1] * dzf[k] for k in range(1, kmax + 1)))
+            ks = [k for k in range(1, kmax + 1) if col[k - 1] > 0]
+            if ks:
+                cc += 1
+                zbase += zf[ks[0]]
+                ztop += zf[ks[-1]]
+    stride = -(-nx // 4)
+    zi = 0.0
+    for i0 in range(stride):
+        members = list(range(i0, nx, stride))
+        for j in range(ny):
+            prof = {k: sum(thv[i, j, k - 1] for i in members) for k in range(1, kmax + 1)}
+            grad = {k: 0.0 for k in range(1, kmax + 1)}
+            for k in range(2, kmax + 1):
+                grad[k] = (prof[k] - prof[k - 1]) / dzh[k]
+            dgrad = {k: 0.0 for k in range(1, kmax + 1)}
+            for k in range(2, kmax):
+                dgrad[k] = (grad[k + 1] - grad[k]) / dzf[k]
+            loc = max(range(1, kmax + 1), key=lambda k: (grad[k], -k))      # first largest
+            zi += len(members) * (zh[loc - 1] - dzh[loc] * dgrad[loc - 1] / (dgrad[loc] - dgrad[loc - 1] + 1e-8))
+    return {"cloud_base_avg": zbase / cc, "cloud_top_avg": ztop / cc, "lwp_max": 1e3 * lwpmax,
+            "zi_dales": zi / (nx * ny)}
 
 
 @pytest.mark.mpi
@@ -75,8 +115,11 @@ def test_statistics_match_numpy_on_the_global_fields(team, shared_tmp):
         got = stats.sample(ctx)
         ref = _reference(grid, f, ekh, base)
         samples.append(ref)
-        for k in ("cloud_cover", "cloud_base", "cloud_top", "cfrac_max", "lwp", "zi", "zi_flux"):
+        for k in ("cloud_cover", "cloud_base", "cloud_top", "cfrac_max", "lwp", "zi", "zi_flux",
+                  "cloud_base_avg", "cloud_top_avg", "lwp_max", "zi_dales"):
             assert got[k] == pytest.approx(ref[k], rel=1e-12), k
+        # the matched (DALES) definitions differ from the domain-wide ones on these fields
+        assert ref["cloud_base_avg"] > ref["cloud_base"] and ref["cloud_top_avg"] < ref["cloud_top"]
         assert 0.1 < ref["cloud_cover"] < 0.6 and ref["lwp"] > 1
         for k in ("thl", "ql", "cfrac", "wthl_res", "wthl_sgs", "wthl", "wthv_res"):
             np.testing.assert_allclose(got[k], ref[k], rtol=1e-10, atol=1e-15, err_msg=k)
@@ -136,3 +179,43 @@ def test_a_sample_at_an_interval_end_belongs_to_the_interval_it_ends():
     np.testing.assert_allclose(prof["thl"][:, 0], ref, rtol=1e-12)
     assert [stats.interval_index(t) for t in (0.0, 1.0, 3600.0, 3600.0 * (1 + 1e-12), 3600.01, 7200.0)] \
         == [0, 0, 0, 0, 1, 1]
+
+
+def test_dales_inversion_height_of_a_symmetric_gradient_peak_is_half_a_layer_below_its_face():
+    """Hand-computed: on a uniform 10 m grid a group profile whose face gradients are 1, 1, 3, 1, 1
+    (the peak on face 3, zh = 30 m) gives DALES's refined height zh(L-1) + dz/2 = 25 m; a group of 2
+    columns at 40 m weighs half as much as one of 4 at 25 m."""
+    from hpcsuite.les.statistics import zi_dales
+    zf = np.arange(6) * 10.0 + 5.0
+    zh = np.arange(7) * 10.0
+    prof = np.concatenate(([0.0], np.cumsum([1.0, 1.0, 3.0, 1.0, 1.0]) * 10.0))
+    assert zi_dales(prof[None, :], np.array([4.0]), zf, zh) == pytest.approx(25.0, abs=1e-6)
+    shifted = np.concatenate(([0.0], np.cumsum([1.0, 1.0, 1.0, 3.0, 1.0]) * 10.0))   # peak on face 4
+    both = np.array([prof, shifted])
+    assert zi_dales(both, np.array([4.0, 2.0]), zf, zh) == pytest.approx((4 * 25.0 + 2 * 35.0) / 6, abs=1e-6)
+    assert zi_dales(np.zeros((1, 6)), np.array([4.0]), zf, zh) == 0.0      # no positive gradient
+
+
+@pytest.mark.mpi
+def test_dales_definitions_with_groups_of_unequal_size(team):
+    """nx = 10: DALES's groups along x have 4, 3 and 3 columns (stride 3); cloudy columns with
+    known lowest/highest cloudy levels; the same values on every rank."""
+    grid = Grid.uniform(10, 6, 12, 1000.0, 600.0, 1200.0)
+    rng = np.random.default_rng(5)
+    zc = np.asarray(grid.zf)
+    thl = 298.0 + 3e-3 * zc + 2.0 * (zc > 700) + 0.3 * rng.standard_normal((10, 6, 12))
+    qt = np.full((10, 6, 12), 0.010)
+    qt[2, 1, 5:8] = qt[7, 4, 3:10] = qt[9, 5, 6] = 0.030              # three cloudy columns
+    base = thermo.base_state(grid, 101500.0, 300.0, thl.mean(axis=(0, 1)), qt.mean(axis=(0, 1)))
+    ctx = make_ctx(team, grid, {"thl": thl, "qt": qt, "u": 0 * thl, "v": 0 * thl,
+                                "w": np.zeros((10, 6, 13))}, base=base)
+    got = Statistics(team, grid).sample(ctx)
+    ql, _ = thermo.saturation_adjust(np, thl, qt, np.asarray(base.presf), np.asarray(base.exnf))
+    thv = thermo.virtual_theta(thl, qt, ql, np.asarray(base.exnf))
+    ref = _dales_reference(grid, ql, thv, np.asarray(base.rhof))
+    assert (ql.max(axis=2) > 0).sum() == 3
+    for k in ("cloud_base_avg", "cloud_top_avg", "lwp_max", "zi_dales"):
+        assert got[k] == pytest.approx(ref[k], rel=1e-12), k
+    assert team.allgather(tuple(got[k] for k in ("cloud_base_avg", "zi_dales", "lwp_max"))) == \
+        [tuple(got[k] for k in ("cloud_base_avg", "zi_dales", "lwp_max"))] * team.size
+    ctx.store.free()
