@@ -91,6 +91,7 @@ class Backend:
 
     # ------------------------------------------------------------------ creation on the device
     def zeros(self, shape, dtype=None):
+        """Zeros of ``shape`` (default ``float64``) on this backend's device. Local."""
         return self.xp.zeros(shape, dtype=dtype or self.xp.float64, **self._dev())
 
     def empty(self, shape, dtype=None):

@@ -54,7 +54,7 @@ _EMPTY = np.empty(0)
 # ---------------------------------------------------------------------- grid and sub-teams
 class GridTeams:
     """A 2-D process grid over ``team`` with its row and column sub-teams. Collective to create
-    and to :meth:`free` (or use as a context manager).
+    and to :meth:`GridTeams.free` (or use as a context manager).
 
     Ranks sit row-major on the grid, as :class:`~hpcsuite.pgas.Pattern` numbers units, so grid
     coordinates ``(r, c)`` are the array's. ``row`` holds the ranks of grid row ``r`` (rank in it:

@@ -139,7 +139,7 @@ def _as_slice(pos: np.ndarray):
 
 def as_progression(loc: np.ndarray):
     """``loc`` (local indices, increasing) as ``(start, count, step)`` when it is an arithmetic
-    progression with positive step, else ``loc`` itself: the form of :attr:`DimPart.local`. Local.
+    progression with positive step, else ``loc`` itself: the form of ``DimPart.local``. Local.
 
     Internal to pgas (the planners here and in ``redistribute`` build their :class:`DimPart` s
     with it); not part of the user-facing API.

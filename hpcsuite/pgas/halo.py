@@ -285,7 +285,7 @@ class HaloGroup:
 
 
 class HaloGroupUpdate:
-    """The exchanges of a :class:`HaloGroup` in flight; :meth:`wait` completes them."""
+    """The exchanges of a :class:`HaloGroup` in flight; ``wait()`` completes them."""
 
     def __init__(self, pending):
         self._pending = pending
@@ -296,7 +296,7 @@ class HaloGroupUpdate:
 
 
 class HaloUpdate:
-    """An exchange in flight; :meth:`wait` completes it."""
+    """An exchange in flight; ``wait()`` completes it."""
 
     def __init__(self, halo: Halo):
         self._halo, self._done = halo, False

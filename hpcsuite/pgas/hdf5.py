@@ -10,7 +10,7 @@ skipped with a memory-space selection (no copy), TILE storage is rearranged into
 
 When the file runs of a rank are tiny (CYCLIC along the last dimension, say) the array goes
 through a ``BLOCKED`` temporary instead (one :func:`~hpcsuite.pgas.copy`, then one contiguous
-hyperslab per rank); see :func:`_via_blocked` for the rule and the measurements behind it.
+hyperslab per rank); see ``_via_blocked`` for the rule and the measurements behind it.
 
 Errors in the arguments are raised on every rank alike before any communication; problems with
 the file (missing, not HDF5, no such dataset) are checked by rank 0 and broadcast, so every rank

@@ -25,6 +25,7 @@ import signal
 
 __all__ = ["CheckpointRequest", "EXIT_CHECKPOINTED"]
 
+#: Exit status of a run that wrote a checkpoint on request (the job script requeues the job).
 EXIT_CHECKPOINTED = 85
 
 

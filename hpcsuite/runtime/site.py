@@ -131,7 +131,7 @@ class Site:
 
     @property
     def staging_ram_bytes(self) -> int | None:
-        """:attr:`staging_ram` in bytes (binary units: ``"8G"`` is 8 GiB), or ``None``. Local."""
+        """``staging_ram`` in bytes (binary units: ``"8G"`` is 8 GiB), or ``None``. Local."""
         if self.staging_ram is None:
             return None
         s = self.staging_ram.strip().upper().removesuffix("B").removesuffix("I").strip()

@@ -475,9 +475,10 @@ def cg(A, b, x0=None, *, rtol: float = 1e-5, atol: float = 0.0, maxiter: int | N
 
     Raises
     ------
-    InputError (a ValueError)
-        On every rank, before iterating: rtol/atol negative or not finite, maxiter not an integer
-        >= 0, A not square or without a product, b or x0 of the wrong shape or not finite, a bad M.
+    InputError
+        (a ``ValueError``) On every rank, before iterating: rtol/atol negative or not finite,
+        maxiter not an integer >= 0, A not square or without a product, b or x0 of the wrong shape
+        or not finite, a bad M.
     """
     s = _setup("cg", A, b, x0, rtol, atol, maxiter, M, callback, backend)
     xp, op, prec, reduce = s.xp, s.op, s.prec, s.reduce

@@ -646,10 +646,11 @@ def lobpcg(A, k: int, X=None, B=None, M=None, tol: float | None = None, maxiter:
 
     Raises
     ------
-    ValueError (hpcsuite's InputError where the check is collective)
-        On every rank before iterating: ``k`` or ``block_size`` out of range, A or B not square
-        or not symmetric, NaN/inf in ``X``, ``X`` or the preconditioner's output of the wrong
-        shape, a zero diagonal with ``M="jacobi"``, B not positive definite.
+    ValueError
+        (hpcsuite's ``InputError`` where the check is collective) On every rank before iterating:
+        ``k`` or ``block_size`` out of range, A or B not square or not symmetric, NaN/inf in ``X``,
+        ``X`` or the preconditioner's output of the wrong shape, a zero diagonal with
+        ``M="jacobi"``, B not positive definite.
 
     Warns
     -----

@@ -46,7 +46,7 @@ from ..runtime.waiting import waitall
 
 __all__ = ["DistCSR", "block_owners", "rows_to_distarray", "distarray_to_rows"]
 
-#: relative tolerance of the symmetry check: |a_ij - a_ji| <= SYM_RTOL * (|a_ij| + |a_ji|)
+#: relative tolerance of the symmetry check: ``|a_ij - a_ji| <= SYM_RTOL * (|a_ij| + |a_ji|)``
 SYM_RTOL = 1e-10
 
 _TAG_FORWARD, _TAG_REVERSE = 0x51, 0x52
@@ -333,9 +333,10 @@ class DistCSR:
 
         Raises
         ------
-        InputError (a ValueError)
-            On every rank before the matrix is distributed: not square, complex, NaN/inf entries,
-            not symmetric when symmetry is required, or a backend other than cpu/gpu.
+        InputError
+            (a ``ValueError``) On every rank before the matrix is distributed: not square,
+            complex, NaN/inf entries, not symmetric when symmetry is required, or a backend other
+            than cpu/gpu.
         """
         team, be, need_sym = cls._common_args(team, backend, symmetric_half, symmetric)
         if root is None:

@@ -88,8 +88,8 @@ class Binding:
         return ["--network", self.network] + (["--iface", self.iface] if self.iface else [])
 
     def local_address(self, node: str | None = None) -> str:
-        """This node's IPv4 address on :attr:`iface` (inside :attr:`network`), or without an
-        interface the first of its addresses inside :attr:`network`. Local.
+        """This node's IPv4 address on ``iface`` (inside ``network``), or without an
+        interface the first of its addresses inside ``network``. Local.
 
         Raises :class:`InputError` naming ``node`` and its interfaces when there is none.
         """
