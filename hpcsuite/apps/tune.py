@@ -38,6 +38,9 @@ SCHEMA = dk.Schema({
                                                     "earlier ones made steady); times are per run"),
         "full_repeats": dk.Int(default=0, min=0, help="full runs per configuration with compare_full "
                                                       "(median kept; 0: as many as iterations)"),
+        "remeasure": dk.Int(default=3, min=0, help="interleaved runs of each finalist (the configurations "
+                                                   "the search cannot tell from the best) after the search"),
+        "calibrate": dk.Bool(default=True, help="rescale a warm model to the machine's current speed first"),
         "model": dk.Str(default="", help="kernel statistics to start from (a JSON model file)"),
         "save_model": dk.Str(default="", help="where to save the statistics afterwards"),
         "report": dk.Str(default="", help="JSON report file"),
@@ -102,6 +105,14 @@ def _percent(fraction) -> str:
     return "unknown" if fraction is None else f"{100 * fraction:.1f}%"
 
 
+def _times(ratio) -> str:
+    return "unknown" if ratio is None else f"{ratio:.2f}x"
+
+
+def _seconds(x) -> str:
+    return "unknown" if x is None else f"{x:.3g} s"
+
+
 def run(deck, ctx) -> int:
     team, log = ctx.team, ctx.log
     t = deck.tune
@@ -122,7 +133,7 @@ def run(deck, ctx) -> int:
     tuner = Autotuner(space, target.run, strategy=t.strategy, mode=t.mode, tolerance=t.tolerance,
                       confidence=t.confidence, min_samples=t.min_samples, samples=t.samples or None,
                       model=model, comm=team.comm, seed=t.seed, progress=progress, prepare=target.prepare,
-                      iterations=t.iterations)
+                      iterations=t.iterations, remeasure=t.remeasure, calibrate=t.calibrate)
     if shard is not None:                 # one task of a job array: every count-th configuration
         k, count = shard
         tuner.configs = tuner.configs[k::count]
@@ -142,11 +153,16 @@ def run(deck, ctx) -> int:
     if res.best_config is None:
         log.result("no valid configuration")
         return 1
+    if res.calibration is not None:
+        log.info(f"warm model rescaled by {res.calibration:.3f} to the machine's current speed")
+    if res.finalists:
+        log.info(f"{len(res.finalists)} finalist(s) re-measured {t.remeasure} time(s), interleaved")
     summary = (f"best {res.best_config} predicted {res.best_predicted_time:.4g} s; tuning took "
                f"{res.tuning_wall_time_s:.3g} s, {100 * res.skipped_fraction:.0f}% of kernel executions skipped")
     if compare:
-        summary += (f"; full runs took {res.full_wall_time_s:.3g} s ({res.speedup:.2f}x), mean prediction "
-                    f"error {_percent(res.mean_relative_prediction_error)}, true best "
+        summary += (f"; full runs took {res.full_wall_time_s:.3g} s ({_times(res.speedup)}; one full run per "
+                    f"configuration {_seconds(res.full_one_run_s)}, {_times(res.speedup_one_run)}), mean "
+                    f"prediction error {_percent(res.mean_relative_prediction_error)}, true best "
                     f"{res.true_best_config}, chosen is {_percent(res.best_within)} slower than it")
     log.result(summary)
     if team.rank == 0:

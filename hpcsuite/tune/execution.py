@@ -20,6 +20,16 @@ completion; a neighbour pair skips its messages when both ends are steady). Time
 time of the internal allreduces and of input resets is excluded. The result of a run is its
 predicted critical-path time.
 
+Statistics along the path (``share=True``, the default outside skeleton mode): the kernel
+statistics a rank gathered travel with its path, as in the reference tool. Before a collective the
+path allreduce also says whether any participant has statistics the others have not seen; if so
+they are allgathered (one more pair of small collectives). A point-to-point path message says how
+many bytes of statistics follow it, and each neighbour of a halo exchange gets its own. Each rank
+sends only the changes since its last message on that communicator (or to that peer), as snapshots
+keyed by the rank that measured them (:meth:`Model.learn` keeps the newest, so a sample reaching a
+rank by two routes counts once). A kernel measured on some ranks is so skipped on the others once
+the merged statistics are steady. Exchanges cost time only while kernels are still being measured.
+
 Racing (``abandon_above``): once a rank's path exceeds the bound it marks the path *abandoned*.
 The mark travels with the path like the times do, and every rank that has seen it skips all
 remaining kernels it can (buffer collectives by the same agreement as steady ones, point-to-point
@@ -39,6 +49,7 @@ flow; only buffer collectives and point-to-point transfers are.
 """
 from __future__ import annotations
 
+import pickle
 import time
 from dataclasses import dataclass, field
 
@@ -57,7 +68,12 @@ _ACK_IN, _ACK_OUT = np.zeros(1, np.int8), np.zeros(1, np.int8)
 # collectives: merged and agreed on with one internal allreduce; buffer ones may be skipped
 _COLLECTIVE = {"Barrier", "Bcast", "Ibcast", "Allreduce", "Allgather", "Allgatherv", "Alltoall", "Alltoallv",
                "Alltoallw", "Reduce", "Gatherv", "Scatterv", "Exscan", "bcast", "allreduce", "allgather",
-               "gather"}
+               "gather",
+               # further ones a plain mpi4py communicator has (tune.intercept): merged, not skipped
+               "Gather", "Scatter", "Scan", "Reduce_scatter", "Reduce_scatter_block", "barrier", "reduce",
+               "scatter", "alltoall", "scan", "exscan", "Ibarrier", "Iallreduce", "Iallgather", "Iallgatherv",
+               "Ialltoall", "Ialltoallv", "Ireduce", "Igather", "Igatherv", "Iscatter", "Iscatterv", "Iscan",
+               "Iexscan"}
 _SKIPPABLE = {"Barrier", "Bcast", "Ibcast", "Allreduce", "Allgather", "Allgatherv", "Alltoallv",
               "Alltoallw", "Reduce"}
 # neighbourhood exchanges, started as NAME and completed as NAME_wait: PGAS halo updates and the
@@ -87,6 +103,8 @@ class ExecutionResult:
     wall: float = 0.0                 # wall time of the instrumented run (max over ranks)
     numerically_valid: bool = True
     counts: dict = field(default_factory=dict)
+    shared: int = 0                   # statistics messages this rank sent along the path
+    shared_bytes: int = 0
 
     @property
     def skipped_fraction(self) -> float:
@@ -107,20 +125,24 @@ class Execution:
         The ranks that run the program (default COMM_WORLD).
     abandon_above : float, optional
         Raise :class:`Abandoned` on every rank once the merged path time exceeds this.
+    share : bool
+        Send kernel statistics along the path (see the module notes; not in skeleton mode).
     """
 
-    def __init__(self, model: Model, mode: str = "selective", comm=None, abandon_above: float | None = None):
+    def __init__(self, model: Model, mode: str = "selective", comm=None, abandon_above: float | None = None,
+                 share: bool = True):
         if mode not in MODES:
             raise ValueError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
         self.model, self.mode = model, mode
         self.comm = comm if comm is not None else MPI.COMM_WORLD
         self.abandon_above = abandon_above
+        self.share = bool(share) and mode != "skeleton"
         # total, computation, communication, "a kernel was skipped upstream" (stale data travels
         # with the messages that carry it) and "abandoned": all merged with MAX
         # (Python floats, not an array: the path is updated around every kernel, and indexing a
         # NumPy array element by element costs several times more)
         self.path = [0.0] * 5
-        self._steady_memo: dict = {}   # key -> steady?, valid until this run adds a sample to it
+        self._steady_memo: dict = {}   # key -> (steady?, charged mean), valid until its statistics change
         self.result = ExecutionResult(mode)
         self._skipped_any = False
         self._prev = None              # key of the last intercepted kernel, and whether it was skipped
@@ -131,6 +153,8 @@ class Execution:
 
     # ------------------------------------------------------------------ context
     def __enter__(self) -> "Execution":
+        if self.share:
+            self.model.origin = MPI.COMM_WORLD.Get_rank()
         self.comm.Barrier()
         self._t0 = self._last = time.perf_counter()
         self._stack = [comm_hooks.intercept(self._on_comm), compute_hooks.intercept_compute(self._on_compute)]
@@ -177,14 +201,18 @@ class Execution:
             return True
         if self.mode != "selective":
             return False
-        steady = self._steady_memo.get(key)
-        if steady is None:
-            steady = self._steady_memo[key] = self.model.steady(key)
-        return steady
+        memo = self._steady_memo.get(key)
+        if memo is None:
+            steady = self.model.steady(key)
+            memo = self._steady_memo[key] = (steady, self.model.mean(key) if steady else 0.0)
+        return memo[0]
 
     def _charge(self, key, comm: bool) -> float:
+        t = 0.0
+        if self.mode != "skeleton" and not self.path[4]:
+            memo = self._steady_memo.get(key)
+            t = memo[1] if memo is not None and memo[0] else self.model.mean(key)
         s = self.model.kernels.get(key)
-        t = s.mean if (s is not None and self.mode != "skeleton" and not self.path[4]) else 0.0
         if s is not None:
             s.skipped += 1
         self._prev, self._prev_skipped = key, True
@@ -197,7 +225,7 @@ class Execution:
         t0 = time.perf_counter()
         res = fn(*args, **kwargs)
         t = time.perf_counter() - t0
-        self.model.stats(key).add(t)
+        self.model.record(key, t)
         self._steady_memo.pop(key, None)
         self._prev, self._prev_skipped = key, False
         self._count(key, False)
@@ -237,8 +265,12 @@ class Execution:
             res, t = self._timed(k, fn, args, kwargs)
         else:
             mine = self._steady(k) and name in _SKIPPABLE
-            buf = np.array([*self.path, 0.0 if mine else 1.0])
+            ch = ("c", team.comm.py2f())
+            payload = self._delta(ch)
+            buf = np.array([*self.path, 0.0 if mine else 1.0, 1.0 if payload else 0.0])
             _wait(team.comm.Iallreduce(MPI.IN_PLACE, buf, op=MPI.MAX))   # merge paths, agree
+            if buf[6]:
+                self._share_collective(team.comm, ch, payload)
             self.path[:] = buf[:5].tolist()
             self._check_bound()
             if buf[5] == 0.0:
@@ -258,13 +290,17 @@ class Execution:
         # only) take different times than the middle, and one key for all would never be steady
         k = ("comm", "Sendrecv", 2, int(nbytes), int(sends), int(receives))
         mine = self._steady(k)
-        out = np.array([*self.path, 1.0 if mine else 0.0])
+        h = team.comm.py2f()
+        payload = self._delta(("p", h, dest)) if sends else None
+        out = np.array([*self.path, 1.0 if mine else 0.0, len(payload) if payload else 0.0])
         inn = out.copy()
         # the path goes ahead (non-blocking + the runtime's wait: blocking calls spin, and with
         # more ranks than cores that made a ring broadcast 9x slower under the tuner)
         _waitall([team.comm.Irecv(inn, source, _PATH_TAG), team.comm.Isend(out, dest, _PATH_TAG)])
         if not receives:
             inn = out.copy()
+            inn[6] = 0.0
+        self._share_p2p(team.comm, h, [(dest, payload)], [(source, int(inn[6]))])
         do_send = sends and not mine
         do_recv = receives and not inn[5]                   # the receiver follows the sender
         # and an acknowledgement back, so that the sender too starts timing once its receiver is
@@ -306,10 +342,13 @@ class Execution:
         peers = sorted(set(request_peers))
         k = ("comm", name, len(peers), len(request_peers) // 2, int(nbytes))
         mine = self._steady(k)
-        out = np.array([*self.path, 1.0 if mine else 0.0])
-        ins = [np.empty(6) for _ in peers]
+        h = team.comm.py2f()
+        payloads = [self._delta(("p", h, q)) for q in peers]
+        outs = [np.array([*self.path, 1.0 if mine else 0.0, len(pl) if pl else 0.0]) for pl in payloads]
+        ins = [np.empty(7) for _ in peers]
         _waitall([team.comm.Irecv(b, q, _PATH_TAG + 2) for b, q in zip(ins, peers)] +
-                 [team.comm.Isend(out, q, _PATH_TAG + 2) for q in peers])
+                 [team.comm.Isend(o, q, _PATH_TAG + 2) for o, q in zip(outs, peers)])
+        self._share_p2p(team.comm, h, list(zip(peers, payloads)), [(q, int(b[6])) for q, b in zip(peers, ins)])
         for b in ins:
             self.path[:] = np.maximum(self.path, b[:5]).tolist()
         self._check_bound()
@@ -338,7 +377,7 @@ class Execution:
         wait(started)
         t = time.perf_counter() - t0
         if k is not None and state == "full":          # a sample: start plus completion
-            self.model.stats(k).add(t_start + t)
+            self.model.record(k, t_start + t)
             self._steady_memo.pop(k, None)
             self._prev, self._prev_skipped = k, False
             self._count(k, False)
@@ -347,6 +386,70 @@ class Execution:
         self.path[0] += t
         self.path[2] += t
         self._last = time.perf_counter()
+
+    # ------------------------------------------------------------------ statistics along the path
+    def _delta(self, channel):
+        """The statistics this rank learned or measured since it last sent on ``channel``
+        (pickled), or ``None``."""
+        if not self.share:
+            return None
+        log, sent = self.model.changes, self.model.sent
+        pos = sent.get(channel)
+        if pos is not None and pos >= len(log):
+            return None
+        sent[channel] = len(log)
+        # a channel used for the first time gets everything this rank knows, later only changes
+        todo = self.model.known() if pos is None else dict.fromkeys(log[pos:])
+        items = []
+        for origin, key in todo:
+            snap = self.model.snapshot(origin, key)
+            if snap is not None and snap[0] > 0:
+                items.append((origin, key, *snap))
+        if not items:
+            return None
+        data = pickle.dumps(items, protocol=pickle.HIGHEST_PROTOCOL)
+        self.result.shared += 1
+        self.result.shared_bytes += len(data)
+        return data
+
+    def _learn(self, channel, data) -> None:
+        log, sent = self.model.changes, self.model.sent
+        caught_up = channel in sent and sent[channel] >= len(log)
+        for origin, key, n, mean, m2 in pickle.loads(data):
+            if self.model.learn(origin, key, n, mean, m2):
+                self._steady_memo.pop(key, None)
+        if caught_up:                  # what came from this channel need not go back on it
+            sent[channel] = len(log)
+
+    def _share_collective(self, comm, channel, payload) -> None:
+        """Allgather every participant's statistics (collective over ``comm``; sizes first)."""
+        mine = np.frombuffer(payload, np.uint8) if payload else np.empty(0, np.uint8)
+        sizes = np.empty(comm.Get_size(), np.int64)
+        _wait(comm.Iallgather(np.array([mine.size], np.int64), sizes))
+        displs = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+        recv = np.empty(int(sizes.sum()), np.uint8)
+        _wait(comm.Iallgatherv(mine, [recv, sizes, displs, MPI.BYTE]))
+        me = comm.Get_rank()
+        for r, (size, at) in enumerate(zip(sizes.tolist(), displs.tolist())):
+            if size and r != me:
+                self._learn(channel, recv[at:at + size].tobytes())
+
+    def _share_p2p(self, comm, h, sends, receives) -> None:
+        """Send each ``(peer, payload)`` and receive ``(peer, nbytes)`` announced in the path
+        messages (point-to-point, on their own tag)."""
+        reqs, bufs = [], []
+        for q, nb in receives:
+            if nb:
+                b = np.empty(nb, np.uint8)
+                bufs.append((q, b))
+                reqs.append(comm.Irecv(b, q, _PATH_TAG + 3))
+        for q, pl in sends:
+            if pl:
+                reqs.append(comm.Isend(np.frombuffer(pl, np.uint8), q, _PATH_TAG + 3))
+        if reqs:
+            _waitall(reqs)
+        for q, b in bufs:
+            self._learn(("p", h, q), b.tobytes())
 
     def _check_bound(self) -> None:
         """Mark the path abandoned once it exceeds the racing bound (see the module notes)."""

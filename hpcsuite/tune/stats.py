@@ -5,6 +5,14 @@ narrower than the tolerance: ``z(confidence) * stderr / mean < tolerance`` with 
 ``min_samples`` samples (the reference autotuner's criterion). Statistics are Welford running
 moments, they persist across the configurations of a tuning run, and a :class:`Model` can be saved
 to and loaded from a JSON file so a later job starts warm.
+
+Statistics along the path: besides its own samples (``Model.kernels``), a rank keeps the latest
+snapshot of every other rank's own samples that reached it with the execution path
+(``Model.learn``; the instrumented execution sends them along with its path messages). A kernel is
+steady when its own statistics are, or when the merge of all snapshots (Chan et al.'s parallel
+merge of count, mean and M2, as the reference tool merges them) is. Snapshots are keyed by the rank
+that measured them and replaced by newer ones (larger count), never added twice, so a sample that
+travels two routes is counted once.
 """
 from __future__ import annotations
 
@@ -15,12 +23,42 @@ from dataclasses import dataclass
 from pathlib import Path
 from statistics import NormalDist
 
-__all__ = ["KernelStats", "Model", "z_value"]
+__all__ = ["KernelStats", "Model", "z_value", "merge_moments"]
 
 
 def z_value(confidence: float) -> float:
     """Two-sided normal quantile: ``z_value(0.95) == 1.959...``."""
     return NormalDist().inv_cdf(0.5 + confidence / 2.0)
+
+
+def merge_moments(a: tuple, b: tuple) -> tuple:
+    """Merge two ``(count, mean, M2)`` summaries of disjoint samples (Chan, Golub and LeVeque's
+    parallel update): the result is the summary of the union. Local.
+
+    >>> merge_moments((2, 1.0, 2.0), (1, 4.0, 0.0))     # samples {0, 2} and {4}
+    (3, 2.0, 8.0)
+    """
+    na, ma, qa = a
+    nb, mb, qb = b
+    if na == 0:
+        return (nb, mb, qb)
+    if nb == 0:
+        return (na, ma, qa)
+    n = na + nb
+    d = mb - ma
+    return (n, ma + d * nb / n, qa + qb + d * d * na * nb / n)
+
+
+def _unmerge(total: tuple, part: tuple) -> tuple:
+    """The summary of ``total``'s samples that are not in ``part`` (the inverse of the merge)."""
+    n, m, q = total
+    n0, m0, q0 = part
+    n1 = n - n0
+    if n1 <= 0:
+        return (0, 0.0, 0.0)
+    m1 = (n * m - n0 * m0) / n1
+    d = m1 - m0
+    return (n1, m1, max(q - q0 - d * d * n0 * n1 / n, 0.0))
 
 
 @dataclass
@@ -52,6 +90,11 @@ class KernelStats:
             return False
         return z * self.stderr / self.mean < tolerance
 
+    @property
+    def moments(self) -> tuple:
+        """``(count, mean, M2)``."""
+        return (self.n, self.mean, self.m2)
+
 
 class Model:
     """Kernel statistics by key, with the steadiness parameters. Local (one per rank)."""
@@ -66,6 +109,12 @@ class Model:
         self.tolerance, self.confidence, self.min_samples = tolerance, confidence, min_samples
         self.z = z_value(confidence)
         self.kernels: dict[tuple, KernelStats] = {}
+        # statistics along the path: other ranks' own samples, the latest snapshot per rank
+        self.remote: dict[tuple, dict[int, tuple]] = {}
+        self._loaded: dict[tuple, tuple] = {}      # what load() gave (the same on every rank)
+        self.changes: list = []                    # (origin, key) log of changes, for sharing
+        self.origin: int | None = None             # this rank's id in the snapshots (world rank)
+        self.sent: dict = {}                       # channel -> position in ``changes`` sent up to
 
     def stats(self, key: tuple) -> KernelStats:
         s = self.kernels.get(key)
@@ -74,17 +123,99 @@ class Model:
         return s
 
     def steady(self, key: tuple) -> bool:
+        """Whether ``key`` may be skipped: its own statistics, or the merge with the other ranks'
+        snapshots, have a relative confidence half-width below the tolerance. Local."""
         s = self.kernels.get(key)
-        return s is not None and s.steady(self.z, self.tolerance, self.min_samples)
+        if s is not None and s.steady(self.z, self.tolerance, self.min_samples):
+            return True
+        return key in self.remote and self.merged(key).steady(self.z, self.tolerance, self.min_samples)
+
+    def mean(self, key: tuple) -> float:
+        """The time charged for a skipped ``key``: its own mean when its own statistics are steady
+        (a kernel may take different times on different ranks), else the merged mean. Local."""
+        s = self.kernels.get(key)
+        if key not in self.remote or (s is not None and s.steady(self.z, self.tolerance, self.min_samples)):
+            return s.mean if s is not None else 0.0
+        return self.merged(key).mean
+
+    def merged(self, key: tuple) -> KernelStats:
+        """Own statistics merged with every other rank's latest snapshot of ``key``. Local."""
+        s = self.kernels.get(key)
+        acc = s.moments if s is not None else (0, 0.0, 0.0)
+        for snap in self.remote.get(key, {}).values():
+            acc = merge_moments(acc, snap)
+        return KernelStats(*acc)
+
+    def record(self, key: tuple, t: float) -> None:
+        """Add a sample of this rank's own. Local.
+
+        The change is logged for the path when the count reaches a power of two: a snapshot
+        carries all samples so far, so sending it at 1, 2, 4, 8, ... samples costs a logarithmic
+        number of messages per kernel instead of one per sample."""
+        s = self.stats(key)
+        s.add(t)
+        if self.origin is not None and not s.n & (s.n - 1):
+            self.changes.append((self.origin, key))
+
+    def known(self) -> list:
+        """Every ``(origin, key)`` with a snapshot to send (own samples beyond the loaded ones, and
+        other ranks' snapshots). Local."""
+        out = [(self.origin, k) for k in self.kernels] if self.origin is not None else []
+        out.extend((o, k) for k, snaps in self.remote.items() for o in snaps)
+        return out
+
+    def snapshot(self, origin: int, key: tuple) -> tuple | None:
+        """``(count, mean, M2)`` of ``origin``'s own samples of ``key`` as this rank knows them
+        (for this rank: its own samples, less what :meth:`load` gave, which every rank has)."""
+        if origin == self.origin:
+            s = self.kernels.get(key)
+            if s is None:
+                return None
+            base = self._loaded.get(key)
+            return _unmerge(s.moments, base) if base else s.moments
+        return self.remote.get(key, {}).get(origin)
+
+    def learn(self, origin: int, key: tuple, n: int, mean: float, m2: float) -> bool:
+        """Take ``origin``'s snapshot of ``key`` if it is newer (more samples) than the one known.
+        Returns whether anything changed. Local."""
+        if origin == self.origin or n <= 0:
+            return False
+        snaps = self.remote.setdefault(key, {})
+        old = snaps.get(origin)
+        if old is not None and old[0] >= n:
+            return False
+        snaps[origin] = (n, mean, m2)
+        if old is None or n >= 2 * old[0]:       # forwarded at doubling counts, as own samples
+            self.changes.append((origin, key))
+        return True
+
+    def rescale(self, factor: float) -> None:
+        """Multiply every kernel's times by ``factor`` (a calibration against the machine's current
+        speed): means by ``factor``, M2 by its square. Local."""
+        if not factor > 0:
+            raise ValueError(f"rescale factor must be positive, got {factor}")
+        f2 = factor * factor
+        for s in self.kernels.values():
+            s.mean *= factor
+            s.m2 *= f2
+        self._loaded = {k: (n, m * factor, q * f2) for k, (n, m, q) in self._loaded.items()}
+        for snaps in self.remote.values():
+            for o, (n, m, q) in list(snaps.items()):
+                snaps[o] = (n, m * factor, q * f2)
 
     def __len__(self) -> int:
         return len(self.kernels)
 
     # ------------------------------------------------------------------ persistence
     def to_json(self) -> dict:
+        """Parameters and statistics (own samples merged with what reached this rank). Local."""
+        keys = list(self.kernels) + [k for k in self.remote if k not in self.kernels]
+        rows = []
+        for k in keys:
+            s = self.merged(k) if k in self.remote else self.kernels[k]
+            rows.append({"key": _jsonable(k), "n": s.n, "mean": s.mean, "m2": s.m2})
         return {"tolerance": self.tolerance, "confidence": self.confidence, "min_samples": self.min_samples,
-                "kernels": [{"key": _jsonable(k), "n": s.n, "mean": s.mean, "m2": s.m2}
-                            for k, s in self.kernels.items()]}
+                "kernels": rows}
 
     def save(self, path: str | os.PathLike) -> None:
         """Write the model as JSON (atomically: temporary file, then rename). Local."""
@@ -106,7 +237,9 @@ class Model:
         params.update(overrides)
         m = cls(**params)
         for row in data["kernels"]:
-            m.kernels[_tupled(row["key"])] = KernelStats(row["n"], row["mean"], row["m2"])
+            k = _tupled(row["key"])
+            m.kernels[k] = KernelStats(row["n"], row["mean"], row["m2"])
+            m._loaded[k] = (row["n"], row["mean"], row["m2"])
         return m
 
 

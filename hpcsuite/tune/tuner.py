@@ -5,10 +5,24 @@ Strategies:
 
 * ``grid``: every configuration of the space (that satisfies the constraints), in order;
 * ``random``: ``samples`` configurations drawn without replacement;
-* ``racing``: the grid, but a configuration is abandoned as soon as its merged critical path (a
-  lower bound of its final time) exceeds the best prediction so far by more than the tolerance,
-  so whole bad configurations stop early (with several runs per configuration, from its second
-  run on: the first pays first-touch costs).
+* ``racing``: the grid, but a configuration is abandoned once the evidence against it is stronger
+  than the noise the search measures. Within a run (from its second run on: the first pays
+  first-touch costs), when its merged critical path (a lower bound of the run's time) exceeds
+  ``(1 + tolerance)`` times the incumbent's mean run plus a one-sided prediction bound of one run
+  (Student's t at ``(1 - confidence) / configurations``, Bonferroni, with the incumbent's standard
+  error and the run-to-run spread pooled over the configurations finished so far); between runs,
+  when Welch's t-test says its runs are slower than ``(1 + tolerance)`` times the incumbent's at
+  that corrected level. Before any spread has been measured nothing is dropped.
+
+Robust choice: after the search, every configuration that Welch's test (Holm-corrected, level
+``1 - confidence``) cannot tell from the best is a finalist (at most ``finalists`` of them, fastest
+first); the finalists, the winner among them, are run ``remeasure`` more times, interleaved
+(round-robin, after one untimed round), and their predictions become the medians of those runs,
+so a prediction that was low by chance (the winner's curse of a minimum over noisy estimates) and
+a drift of the machine during the search do not decide. A warm model (one loaded with
+statistics) is first rescaled to the machine's current speed: two profile runs of the first
+configuration, the second compared kernel by kernel with the model (the ratio of the total times,
+over all ranks), ``TuningResult.calibration``.
 
 Each configuration is evaluated over ``iterations`` runs of its program, as an iterative
 application (or a benchmark loop) runs it, and as the reference autotuner evaluates
@@ -27,6 +41,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
 import os
 import random
 import statistics
@@ -35,7 +50,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable, Sequence
 
+import numpy as np
 from mpi4py import MPI
+from scipy import stats as sps
 
 from .execution import MODES, Abandoned, Execution, run_full
 from .stats import Model
@@ -111,6 +128,9 @@ class ConfigResult:
     skipped: int = 0
     reason: str = ""
     tuning_time: float = 0.0           # wall time spent on it in the tuning loop
+    runs: list = field(default_factory=list)        # predicted time of each run of the search
+    remeasured: list = field(default_factory=list)  # finalists: the interleaved runs after it
+    full_runs: list = field(default_factory=list)   # compare_full: each full run's time
 
 
 @dataclass
@@ -127,6 +147,9 @@ class TuningResult:
     true_best_config: dict | None = None
     mean_relative_prediction_error: float | None = None
     best_within: float | None = None          # measured(best) / measured(true best) - 1
+    full_one_run_s: float | None = None       # one full run of every configuration (median run)
+    calibration: float | None = None          # warm model rescaled by this factor
+    finalists: list = field(default_factory=list)
     skipped_fraction: float = 0.0
     tolerance: float = 0.0
     confidence: float = 0.0
@@ -135,13 +158,22 @@ class TuningResult:
 
     @property
     def speedup(self) -> float | None:
+        """Against ``full_repeats`` full runs of every configuration (the compare-full runs)."""
         if self.full_wall_time_s is None or self.tuning_wall_time_s <= 0:
             return None
         return self.full_wall_time_s / self.tuning_wall_time_s
 
+    @property
+    def speedup_one_run(self) -> float | None:
+        """Against the strongest exhaustive baseline: one full run of every configuration."""
+        if self.full_one_run_s is None or self.tuning_wall_time_s <= 0:
+            return None
+        return self.full_one_run_s / self.tuning_wall_time_s
+
     def to_json(self) -> dict:
         d = asdict(self)
         d["speedup"] = self.speedup
+        d["speedup_one_run"] = self.speedup_one_run
         return d
 
     def table(self) -> str:
@@ -193,6 +225,15 @@ class Autotuner:
         ``progress(i, n, ConfigResult)`` after each configuration (rank 0 prints).
     iterations : int
         Runs of the program per configuration (the time per run is what is predicted).
+    remeasure : int
+        Interleaved runs of every finalist after the search (0: none; the choice is then the
+        smallest prediction of the search).
+    finalists : int
+        At most this many finalists.
+    calibrate : bool
+        Rescale a warm ``model`` to the machine's current speed before the search.
+    share : bool
+        Send kernel statistics along the execution path (see :mod:`hpcsuite.tune.execution`).
 
     Raises
     ------
@@ -204,10 +245,16 @@ class Autotuner:
                  mode: str = "selective", tolerance: float = 0.05, confidence: float = 0.95,
                  min_samples: int = 3, samples: int | None = None, model: Model | None = None,
                  comm=None, seed: int = 0, progress: Callable | None = None,
-                 prepare: Callable[[dict], object] | None = None, iterations: int = 1):
+                 prepare: Callable[[dict], object] | None = None, iterations: int = 1,
+                 remeasure: int = 3, finalists: int = 4, calibrate: bool = True, share: bool = True):
         if not isinstance(iterations, int) or isinstance(iterations, bool) or iterations < 1:
             raise ValueError(f"iterations must be an integer >= 1, got {iterations!r}")
-        self.iterations = iterations
+        if not isinstance(remeasure, int) or isinstance(remeasure, bool) or remeasure < 0:
+            raise ValueError(f"remeasure must be an integer >= 0, got {remeasure!r}")
+        if not isinstance(finalists, int) or isinstance(finalists, bool) or finalists < 1:
+            raise ValueError(f"finalists must be an integer >= 1, got {finalists!r}")
+        self.iterations, self.remeasure, self.max_finalists = iterations, remeasure, finalists
+        self.calibrate, self.share = bool(calibrate), bool(share)
         if strategy not in STRATEGIES:
             raise ValueError(f"strategy must be one of {', '.join(STRATEGIES)}, got {strategy!r}")
         if mode not in MODES:
@@ -242,17 +289,18 @@ class Autotuner:
         if state is not None and hasattr(state, "free"):
             state.free()
 
-    def _evaluate(self, cfg: dict, bound: float | None) -> ConfigResult:
+    def _evaluate(self, cfg: dict, incumbent: ConfigResult | None) -> ConfigResult:
         t0 = time.perf_counter()
         err = None
         predicted, executed, skipped = [], 0, 0
+        bound = self._bound(incumbent)
         try:
             program = self._program(cfg)
             for it in range(self.iterations):
                 # a first run pays first-touch costs (page faults, buffers) that later runs do not:
                 # with several runs, racing judges from the second on, so no configuration is
                 # dropped for its warm-up
-                ex = Execution(self.model, self.mode, self.comm,
+                ex = Execution(self.model, self.mode, self.comm, share=self.share,
                                abandon_above=bound if (it or self.iterations == 1) else None)
                 try:
                     with ex:
@@ -260,6 +308,11 @@ class Autotuner:
                 finally:
                     executed, skipped = executed + ex.result.executed, skipped + ex.result.skipped
                 predicted.append(ex.result.predicted)
+                p = self._slower(predicted, incumbent)     # the same on every rank: merged paths
+                if p is not None:
+                    err = ("abandoned", f"slower than the best by more than the tolerance: Welch p = "
+                                        f"{p:.2g} after {len(predicted)} runs")
+                    break
         except Abandoned as exc:
             err = ("abandoned", f"predicted > {exc.bound:.4g} s after {exc.predicted:.4g} s")
         except Exception as exc:          # noqa: BLE001 - an invalid configuration, recorded
@@ -270,9 +323,125 @@ class Autotuner:
         dt = self.comm.allreduce(time.perf_counter() - t0, op=MPI.MAX)
         if first is not None:
             return ConfigResult(cfg, first[0], reason=first[1].splitlines()[0][:200], tuning_time=dt,
-                                executed=executed, skipped=skipped)
+                                executed=executed, skipped=skipped, runs=predicted)
         return ConfigResult(cfg, "ok", predicted_time=statistics.median(predicted), executed=executed,
-                            skipped=skipped, tuning_time=dt)
+                            skipped=skipped, tuning_time=dt, runs=predicted)
+
+    # ------------------------------------------------------------------ statistics of the choice
+    @staticmethod
+    def _sample(runs: list) -> list:
+        """The runs a comparison uses: without the first (first-touch costs) when 3 or more."""
+        return runs[1:] if len(runs) >= 3 else list(runs)
+
+    def _noise(self) -> tuple[float, int] | None:
+        """Run-to-run relative variance pooled over the finished configurations, and its degrees
+        of freedom; ``None`` before any configuration had two runs to compare."""
+        ss, df = 0.0, 0
+        for r in self._done:
+            x = self._sample(r.runs)
+            if len(x) >= 2:
+                m = statistics.fmean(x)
+                ss += sum((v / m - 1.0) ** 2 for v in x)
+                df += len(x) - 1
+        return (ss / df, df) if df else None
+
+    def _alpha(self) -> float:
+        """The per-comparison level of a drop: ``1 - confidence`` over the configurations."""
+        return (1.0 - self.model.confidence) / max(len(self.configs), 1)
+
+    def _bound(self, incumbent: ConfigResult | None) -> float | None:
+        """Racing's bound on one run's merged path (see the module notes), or ``None``."""
+        if self.strategy != "racing" or incumbent is None:
+            return None
+        noise = self._noise()
+        if noise is None:
+            return None
+        var_rel, df = noise
+        x = self._sample(incumbent.runs)
+        mean = statistics.fmean(x)
+        var_one = var_rel * mean * mean                 # one run of a configuration like it
+        t = float(sps.t.ppf(1.0 - self._alpha(), df))
+        return (1.0 + self.model.tolerance) * mean + t * math.sqrt(var_one / len(x) + var_one)
+
+    def _slower(self, runs: list, incumbent: ConfigResult | None) -> float | None:
+        """Racing: Welch's p-value when ``runs`` are slower than ``(1 + tolerance)`` times the
+        incumbent's at the corrected level, else ``None``."""
+        if self.strategy != "racing" or incumbent is None:
+            return None
+        a, b = self._sample(runs), self._sample(incumbent.runs)
+        if len(runs) < 3 or len(a) < 2 or len(b) < 2:
+            return None
+        scaled = [(1.0 + self.model.tolerance) * v for v in b]
+        p = float(sps.ttest_ind(a, scaled, equal_var=False, alternative="greater").pvalue)
+        return p if p < self._alpha() else None
+
+    def _finalists(self, ok: list) -> list:
+        """The configurations Welch's test (Holm step-down over them, level ``1 - confidence``)
+        cannot tell from the one with the smallest prediction; at most ``finalists``, fastest
+        first."""
+        ok = sorted(ok, key=lambda r: r.predicted_time)
+        best, rest = ok[0], ok[1:]
+        b = self._sample(best.runs)
+        pvals = []
+        for r in rest:
+            a = self._sample(r.runs)
+            p = 1.0
+            if len(a) >= 2 and len(b) >= 2:
+                p = float(sps.ttest_ind(a, b, equal_var=False, alternative="greater").pvalue)
+                p = 1.0 if math.isnan(p) else p
+            pvals.append(p)
+        alpha = 1.0 - self.model.confidence
+        rejected = set()
+        for i, j in enumerate(sorted(range(len(rest)), key=lambda j: pvals[j])):   # Holm
+            if pvals[j] >= alpha / (len(rest) - i):
+                break
+            rejected.add(j)
+        kept = [best] + [r for j, r in enumerate(rest) if j not in rejected]
+        return kept[:self.max_finalists]
+
+    def _remeasure(self, finalists: list) -> None:
+        """Run every finalist ``remeasure`` more times, round-robin after one untimed round; their
+        predictions become the medians of these runs. Collective."""
+        for rnd in range(self.remeasure + 1):
+            for r in finalists:
+                ex = Execution(self.model, self.mode, self.comm, share=self.share)
+                try:
+                    with ex:
+                        self._program(r.config)()
+                except Exception as exc:      # noqa: BLE001 - ran before; recorded, not chosen
+                    r.reason = f"re-measurement failed: {type(exc).__name__}: {exc}"[:200]
+                    continue
+                if rnd:
+                    r.remeasured.append(ex.result.predicted)
+        for r in finalists:
+            if r.remeasured:
+                r.predicted_time = statistics.median(r.remeasured)
+            self._release(r.config)
+
+    def _calibrate(self) -> float | None:
+        """Rescale a warm model to the machine's current speed (see the module notes). Collective."""
+        if not self.calibrate or not len(self.model):
+            return None
+        try:
+            program = self._program(self.configs[0])
+            fresh = Model(self.model.tolerance, self.model.confidence, self.model.min_samples)
+            for cal in (Model(self.model.tolerance, self.model.confidence, self.model.min_samples), fresh):
+                with Execution(cal, "profile", self.comm, share=False):
+                    program()
+        except Exception:                 # noqa: BLE001 - an invalid first configuration shows later
+            return None
+        measured = predicted = 0.0
+        for k, s in fresh.kernels.items():
+            known = self.model.kernels.get(k)
+            if known is not None and known.n:
+                measured += s.n * s.mean
+                predicted += s.n * known.mean
+        measured, predicted = (float(x) for x in self.comm.allreduce(np.array([measured, predicted])))
+        if predicted <= 0 or measured <= 0:
+            return None
+        factor = measured / predicted
+        self.model.rescale(factor)
+        return factor
 
     def tune(self, compare_full: bool = False, full_repeats: int | None = None) -> TuningResult:
         """Run the search; with ``compare_full`` also run every valid configuration fully
@@ -286,19 +455,37 @@ class Autotuner:
         t0 = time.perf_counter()
         full_time = 0.0
         self._warm_up()
-        best = None
+        res.calibration = self._calibrate()
+        incumbent = None
+        self._done = []
         for i, cfg in enumerate(self.configs):
-            bound = best * (1 + self.model.tolerance) if (self.strategy == "racing" and best) else None
-            r = self._evaluate(cfg, bound)
+            r = self._evaluate(cfg, incumbent)
             res.results.append(r)
-            if r.status == "ok" and (best is None or r.predicted_time < best):
-                best = r.predicted_time
-                res.best_config, res.best_predicted_time = cfg, r.predicted_time
+            if r.status == "ok":
+                self._done.append(r)
+                if incumbent is None or r.predicted_time < incumbent.predicted_time:
+                    incumbent = r
             if compare_full and r.status != "invalid":
                 full_time += self._measure_full(r, full_repeats)
-            self._release(cfg)
+            # inputs are kept for the likely finalists (the fastest so far), to re-measure them
+            keep = sorted(self._done, key=lambda x: x.predicted_time)[:self.max_finalists] if self.remeasure else []
+            for x in [r] + self._done:
+                if all(x is not y for y in keep):
+                    self._release(x.config)
             if self.progress:
                 self.progress(i + 1, len(self.configs), r)
+        ok = [r for r in res.results if r.status == "ok"]
+        if ok and self.remeasure:
+            finalists = self._finalists(ok)
+            for r in ok:
+                if r not in finalists:
+                    self._release(r.config)
+            self._remeasure(finalists)
+            res.finalists = [r.config for r in finalists]
+            ok = [r for r in finalists if r.remeasured] or ok
+        if ok:
+            chosen = min(ok, key=lambda r: r.predicted_time)
+            res.best_config, res.best_predicted_time = chosen.config, chosen.predicted_time
         total = self.comm.allreduce(time.perf_counter() - t0, op=MPI.MAX)
         res.tuning_wall_time_s = total - full_time
         executed = self.comm.allreduce(sum(r.executed for r in res.results))
@@ -320,6 +507,7 @@ class Autotuner:
                 r.reason = f"full run failed: {type(exc).__name__}: {exc}"
                 break
         r.measured_time = sorted(times)[len(times) // 2] if times else None
+        r.full_runs = times
         return self.comm.allreduce(time.perf_counter() - t0, op=MPI.MAX)
 
     def _summarise_full(self, res: TuningResult) -> None:
@@ -328,6 +516,7 @@ class Autotuner:
             return
         true_best = min(measured, key=lambda r: r.measured_time)
         res.true_best_config = true_best.config
+        res.full_one_run_s = sum(r.measured_time for r in measured)
         ok = [r for r in measured if r.status == "ok" and r.predicted_time is not None]
         if ok:
             res.mean_relative_prediction_error = sum(abs(r.predicted_time - r.measured_time) / r.measured_time
