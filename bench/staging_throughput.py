@@ -1,9 +1,17 @@
-"""Store throughput for 4 MiB objects: hpcsuite's rados client against Ceph's own ``rados bench``
-on the same 1-node RAM cluster, and the tmpfs store against a plain copy to ``/dev/shm``; plus the
-deploy and teardown time of that cluster (goal: usable in under 15 s, gone in under 5 s).
+"""Store throughput for 4 MiB objects against what the store stands on, in one run: hpcsuite's
+rados client against Ceph's own ``rados bench`` on the same 1-node RAM cluster (the same object
+count, size and operations in flight on both sides), and the tmpfs store against a plain copy to
+``/dev/shm`` (the same files, one at a time on both sides); plus the deploy and teardown time of
+that cluster (goal: usable in under 15 s, gone in under 5 s).
+
+Goals (issue 23): tmpfs store >= 0.8x the plain copy, rados >= 0.9x ``rados bench``, for writes and
+reads, with every object checksummed on write and verified on read (``rados bench seq`` verifies
+the contents it reads as well). The repetitions of each side are interleaved and the medians of the
+per-repetition ratios are reported (the machine may be shared).
 
 Run (single process; it deploys and removes its own cluster):
-    .venv/bin/python bench/staging_throughput.py [--objects 64] [--seconds 5] [--store bluestore]
+    .venv/bin/python bench/staging_throughput.py [--objects 64] [--repeat 5] [--inflight 16]
+        [--checksum xxh3-128|sha256|crc32] [--store bluestore|memstore] [--skip-rados]
 """
 from __future__ import annotations
 
@@ -11,6 +19,7 @@ import argparse
 import os
 import re
 import shutil
+import statistics
 import subprocess
 import sys
 import time
@@ -21,114 +30,183 @@ import numpy as np
 from hpcsuite.staging import TmpfsStore, down, open_store, up
 
 MiB = 1 << 20
+OBJ = 4 * MiB
 
 
 def rate(nbytes: int, seconds: float) -> float:
     return nbytes / seconds / 1e6
 
 
-def store_rates(store, n: int) -> dict:
-    """MB/s writing/reading ``n`` separate 4 MiB objects, and one ``n x 4 MiB`` streamed object."""
-    data = np.random.default_rng(0).integers(0, 256, 4 * MiB, dtype=np.uint8).tobytes()
+def payloads(n: int) -> list[bytes]:
+    """``n`` different 4 MiB random payloads (made once, outside every timing)."""
+    rng = np.random.default_rng(0)
+    return [rng.integers(0, 256, OBJ, dtype=np.uint8).tobytes() for _ in range(n)]
+
+
+def timed(fn) -> float:
     t0 = time.perf_counter()
-    for i in range(n):
-        store.put_bytes(f"bench/{i}", data)
-    t1 = time.perf_counter()
-    for i in range(n):
-        store.get_bytes(f"bench/{i}")
-    t2 = time.perf_counter()
-    with store.writer("bench/stream") as w:
-        for _ in range(n):
-            w.write(data)
-    t3 = time.perf_counter()
-    with store.open("bench/stream") as f:
-        while f.read(4 * MiB):
-            pass
-    t4 = time.perf_counter()
-    for i in range(n):
-        store.delete(f"bench/{i}")
+    fn()
+    return time.perf_counter() - t0
+
+
+def store_round(store, data: list[bytes], batch: bool) -> dict:
+    """MB/s writing then reading ``len(data)`` separate 4 MiB objects: one call per object
+    (``batch=False``: one object at a time) or one ``put_many``/``get_many`` (several in flight)."""
+    n = len(data)
+    names = [f"bench/{i}" for i in range(n)]
+    if batch:
+        tw = timed(lambda: store.put_many(zip(names, data)))
+        got = []
+        tr = timed(lambda: got.extend(store.get_many(names)))
+    else:
+        tw = timed(lambda: [store.put_bytes(k, d) for k, d in zip(names, data)])
+        got = []
+        tr = timed(lambda: got.extend(store.get_bytes(k) for k in names))
+    assert all(len(g) == OBJ for g in got)
+    for k in names:
+        store.delete(k)
+    return {"write": rate(n * OBJ, tw), "read": rate(n * OBJ, tr)}
+
+
+def store_stream(store, data: list[bytes]) -> dict:
+    """MB/s writing one object of ``len(data)`` x 4 MiB through a writer, and reading it back."""
+    def write():
+        with store.writer("bench/stream") as w:
+            for d in data:
+                w.write(d)
+
+    def read():
+        with store.open("bench/stream") as f:
+            while f.read(OBJ):
+                pass
+    tw, tr = timed(write), timed(read)
     store.delete("bench/stream")
-    nb = n * 4 * MiB
-    return {"put": rate(nb, t1 - t0), "get": rate(nb, t2 - t1), "stream_put": rate(nb, t3 - t2),
-            "stream_get": rate(nb, t4 - t3)}
+    nb = len(data) * OBJ
+    return {"write": rate(nb, tw), "read": rate(nb, tr)}
 
 
-def shm_copy(n: int) -> dict:
-    """Plain file writes/reads of ``n`` 4 MiB files in /dev/shm (no checksum, no rename)."""
+def plain_copy(data: list[bytes]) -> dict:
+    """Plain file writes and reads of the same 4 MiB files in a fresh /dev/shm folder, one at a time
+    (no checksum, no rename, no record)."""
     d = Path(f"/dev/shm/bench-copy-{os.getpid()}")
     d.mkdir()
-    data = np.random.default_rng(0).integers(0, 256, 4 * MiB, dtype=np.uint8).tobytes()
     try:
-        t0 = time.perf_counter()
-        for i in range(n):
-            with open(d / str(i), "wb") as f:
-                f.write(data)
-        t1 = time.perf_counter()
-        for i in range(n):
-            with open(d / str(i), "rb") as f:
-                f.read()
-        t2 = time.perf_counter()
+        def write():
+            for i, b in enumerate(data):
+                with open(d / str(i), "wb") as f:
+                    f.write(b)
+
+        def read():
+            for i in range(len(data)):
+                with open(d / str(i), "rb") as f:
+                    f.read()
+        tw, tr = timed(write), timed(read)
     finally:
         shutil.rmtree(d)
-    return {"put": rate(n * 4 * MiB, t1 - t0), "get": rate(n * 4 * MiB, t2 - t1)}
+    n = len(data)
+    return {"write": rate(n * OBJ, tw), "read": rate(n * OBJ, tr)}
 
 
-def rados_bench(conf: str, pool: str, seconds: int, threads: int) -> dict:
+def rados_bench(conf: str, pool: str, objects: int, threads: int) -> dict:
+    """``rados bench`` writing ``objects`` 4 MiB objects with ``threads`` in flight, then ``seq``
+    reading them back (verifying their contents) with as many in flight."""
+    base = ["rados", "-c", conf, "-p", pool]
     out = {}
-    for mode in ("write", "seq"):
-        argv = ["rados", "-c", conf, "-p", pool, "bench", str(seconds), mode, "-t", str(threads)]
-        if mode == "write":
-            argv += ["-b", str(4 * MiB), "--no-cleanup"]
-        p = subprocess.run(argv, capture_output=True, text=True, timeout=seconds * 6 + 60)
+    for mode, extra in (("write", ["-b", str(OBJ), "-O", str(OBJ), "--max-objects", str(objects),
+                                   "--no-cleanup"]), ("seq", [])):
+        argv = base + ["bench", "120", mode, "-t", str(threads), "--run-name", "hpcsuite-bench"] + extra
+        p = subprocess.run(argv, capture_output=True, text=True, timeout=600)
         m = re.search(r"Bandwidth \(MB/sec\):\s+([0-9.]+)", p.stdout)
         if not m:
             raise SystemExit(f"rados bench {mode} failed:\n{p.stdout[-2000:]}\n{p.stderr[-2000:]}")
-        out[mode] = float(m.group(1)) * MiB / 1e6          # rados bench's "MB" are MiB
-    subprocess.run(["rados", "-c", conf, "-p", pool, "cleanup"], capture_output=True, timeout=120)
+        out["write" if mode == "write" else "read"] = float(m.group(1)) * MiB / 1e6   # its "MB" are MiB
+    subprocess.run(base + ["cleanup", "--run-name", "hpcsuite-bench"], capture_output=True, timeout=300)
     return out
+
+
+def med(rows: list[dict], key: str) -> float:
+    return statistics.median(r[key] for r in rows)
+
+
+def ratio(rows: list[dict], refs: list[dict], key: str) -> float:
+    """Median over the repetitions of (this side / the peer of the same repetition)."""
+    return statistics.median(r[key] / p[key] for r, p in zip(rows, refs))
+
+
+def table(title: str, peer_label: str, peer: list[dict], sides: list[tuple[str, list[dict]]]) -> list[str]:
+    lines = [title, f"{'store / path':<52}{'write MB/s':>11}{'read MB/s':>11}{'write ratio':>13}{'read ratio':>12}",
+             f"{peer_label:<52}{med(peer, 'write'):11.0f}{med(peer, 'read'):11.0f}{1:13.2f}{1:12.2f}"]
+    for label, rows in sides:
+        lines.append(f"{label:<52}{med(rows, 'write'):11.0f}{med(rows, 'read'):11.0f}"
+                     f"{ratio(rows, peer, 'write'):13.2f}{ratio(rows, peer, 'read'):12.2f}")
+    return lines
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--objects", type=int, default=64)
-    ap.add_argument("--seconds", type=int, default=4, help="duration of each rados bench phase")
-    ap.add_argument("--osd-gib", type=int, default=8, help="OSD size: must hold what rados bench writes")
-    ap.add_argument("--threads", type=int, default=16, help="rados bench operations in flight")
+    ap.add_argument("--objects", type=int, default=64, help="4 MiB objects per repetition")
+    ap.add_argument("--repeat", type=int, default=5, help="interleaved repetitions (medians shown)")
+    ap.add_argument("--inflight", type=int, default=16, help="operations in flight (rados bench -t, ours)")
+    ap.add_argument("--checksum", default=None, help="xxh3-128 (default), sha256 or crc32")
+    ap.add_argument("--osd-gib", type=int, default=4, help="OSD size: must hold what one repetition writes")
     ap.add_argument("--store", default="bluestore", choices=("bluestore", "memstore"))
+    ap.add_argument("--skip-rados", action="store_true", help="the tmpfs half only (no Ceph)")
     a = ap.parse_args()
-    d = Path(f"/dev/shm/bench-throughput-{os.getpid()}")
-    t0 = time.perf_counter()
-    st = up(d, "rados", osd_bytes=a.osd_gib << 30, objectstore=a.store, log=lambda m: None)
-    deploy = time.perf_counter() - t0
-    try:
-        with open_store(d) as s:
-            ours = store_rates(s, a.objects)
-        peer = rados_bench(st["conf"], st["pool"], a.seconds, a.threads)
-    finally:
+    data = payloads(a.objects)
+    n, out = a.objects, []
+    if not a.skip_rados:
+        d = Path(f"/dev/shm/bench-throughput-{os.getpid()}")
         t0 = time.perf_counter()
-        down(d)
-        teardown = time.perf_counter() - t0
+        st = up(d, "rados", osd_bytes=a.osd_gib << 30, objectstore=a.store, log=lambda m: None)
+        deploy = time.perf_counter() - t0
+        peer, batch, stream, single = [], [], [], []
+        try:
+            from hpcsuite.staging.radosstore import RadosStore
+            with RadosStore(st["conf"], st["pool"], checksum=a.checksum, inflight=a.inflight) as s:
+                alg = s.checksum
+                for r in range(a.repeat):
+                    peer.append(rados_bench(st["conf"], st["pool"], n, a.inflight))
+                    batch.append(store_round(s, data, batch=True))
+                    stream.append(store_stream(s, data))
+                    single.append(store_round(s, data, batch=False))
+                    print(f"rados rep {r}: bench {peer[-1]}, put_many/get_many {batch[-1]}, "
+                          f"stream {stream[-1]}, one at a time {single[-1]}", file=sys.stderr, flush=True)
+        finally:
+            t0 = time.perf_counter()
+            down(d)
+            teardown = time.perf_counter() - t0
+        out += table(f"## rados: {n} objects of 4 MiB per repetition, {a.inflight} in flight on both sides, "
+                     f"checksum {alg}; Ceph 1 OSD {a.store} on /dev/shm; median of {a.repeat} interleaved repetitions",
+                     f"rados bench write/seq -t {a.inflight} (peer)", peer,
+                     [(f"hpcsuite rados put_many/get_many", batch),
+                      (f"hpcsuite rados, one object streamed ({n} x 4 MiB)", stream),
+                      ("hpcsuite rados put_bytes/get_bytes, one at a time", single)])
+        out.append(f"1-node rados deploy (usable) {deploy:.1f} s (goal < 15 s), teardown {teardown:.1f} s (goal < 5 s)")
     tdir = Path(f"/dev/shm/bench-tmpfs-{os.getpid()}")
+    peer, single, batch, stream = [], [], [], []
     try:
-        tm = store_rates(TmpfsStore(tdir), a.objects)
+        s = TmpfsStore(tdir, checksum=a.checksum)
+        for r in range(a.repeat):
+            peer.append(plain_copy(data))
+            single.append(store_round(s, data, batch=False))
+            batch.append(store_round(s, data, batch=True))
+            stream.append(store_stream(s, data))
+            print(f"tmpfs rep {r}: copy {peer[-1]}, one at a time {single[-1]}, stream {stream[-1]}",
+                  file=sys.stderr, flush=True)
     finally:
         shutil.rmtree(tdir, ignore_errors=True)
-    cp = shm_copy(a.objects)
-    n = a.objects
-    print(f"## staging store throughput, 4 MiB objects (1 process; {n} objects = {n * 4} MiB; Ceph 1 OSD "
-          f"{a.store} on /dev/shm; rados bench {a.seconds} s, {a.threads} in flight)")
-    print(f"{'store / path':<44}{'write MB/s':>11}{'read MB/s':>11}{'write ratio':>13}{'read ratio':>12}")
-    rows = [("rados bench (peer, -t %d)" % a.threads, peer["write"], peer["seq"], None),
-            ("hpcsuite rados, one object at a time", ours["put"], ours["get"], peer),
-            ("hpcsuite rados, one streamed object", ours["stream_put"], ours["stream_get"], peer),
-            ("plain copy to /dev/shm (peer)", cp["put"], cp["get"], None),
-            ("hpcsuite tmpfs, one object at a time", tm["put"], tm["get"], cp),
-            ("hpcsuite tmpfs, one streamed object", tm["stream_put"], tm["stream_get"], cp)]
-    for label, w, r, ref in rows:
-        rw = w / (ref["write"] if "write" in ref else ref["put"]) if ref else 1.0
-        rr = r / (ref["seq"] if "seq" in ref else ref["get"]) if ref else 1.0
-        print(f"{label:<44}{w:11.0f}{r:11.0f}{rw:13.2f}{rr:12.2f}")
-    print(f"1-node rados deploy (usable) {deploy:.1f} s (goal < 15 s), teardown {teardown:.1f} s (goal < 5 s)")
+    out += table(f"## tmpfs: {n} objects of 4 MiB per repetition, one at a time on both sides, checksum "
+                 f"{s.checksum}; median of {a.repeat} interleaved repetitions",
+                 "plain copy to /dev/shm (peer: open/write, open/read)", peer,
+                 [("hpcsuite tmpfs put_bytes/get_bytes, one at a time", single),
+                  ("hpcsuite tmpfs put_many/get_many", batch),
+                  (f"hpcsuite tmpfs, one object streamed ({n} x 4 MiB)", stream)])
+    goals = [f"tmpfs write {ratio(single, peer, 'write'):.2f} read {ratio(single, peer, 'read'):.2f} (goal >= 0.8)"]
+    if not a.skip_rados:
+        rb = [ln for ln in out if ln.startswith("hpcsuite rados put_many")][0].split()
+        goals.insert(0, f"rados write {float(rb[-2]):.2f} read {float(rb[-1]):.2f} (goal >= 0.9)")
+    out.append("goals: " + "; ".join(goals))
+    print("\n".join(out))
     return 0
 
 

@@ -4,7 +4,8 @@ Backends: ``tmpfs`` (files in node-local ``/dev/shm``: the embedded default), ``
 through librados), ``s3`` (the Ceph RADOS gateway through boto3) and ``cephfs`` (a POSIX ceph-fuse
 mount, for parallel HDF5). ``hpcsuite stage up|status|down|in|out`` drives it from the shell.
 
-* :mod:`.store` -- the client API (:class:`Store`): bytes, NumPy arrays, files, trees; checksums
+* :mod:`.store` -- the client API (:class:`Store`): bytes, NumPy arrays, files, trees, batches
+* :mod:`.checksum` -- the checksums stored with every object (XXH3-128 by default, SHA-256, CRC-32)
 * :mod:`.filestore`, :mod:`.radosstore`, :mod:`.s3store` -- the backends
 * :mod:`.parallel` -- collective, rank-parallel stage-in/out
 * :mod:`.deployment` -- up/down/status/open_store for a deployment folder

@@ -71,6 +71,9 @@ def add_parser(sub) -> argparse.ArgumentParser:
                    help="OSD object store: bluestore on a /dev/shm file, or memstore")
     u.add_argument("--timeout", type=float, default=90.0, help="seconds to wait for health")
     u.add_argument("--mon-port", type=int, help="the monitor's port (default: a free one)")
+    u.add_argument("--checksum", choices=("xxh3-128", "sha256", "crc32"), default=None,
+                   help="checksum stored with every object and verified on read (default xxh3-128, "
+                   "crc32 without the xxhash package; sha256 for a cryptographic digest)")
     u.add_argument("-q", "--quiet", action="store_true", help="print only the final line")
 
     st = common(ss.add_parser("status", help="health and usage of a deployment",
@@ -86,6 +89,8 @@ def add_parser(sub) -> argparse.ArgumentParser:
     i.add_argument("--op-timeout", type=float, default=15.0, metavar="S",
                    help="seconds before an operation on a dead OSD/gateway fails (default 15)")
     i.add_argument("--name", help="object name (a directory's files go below NAME/; default: base name)")
+    i.add_argument("--checksum", choices=("xxh3-128", "sha256", "crc32"), default=None,
+                   help="checksum of these objects (default: the deployment's)")
     o = common(ss.add_parser("out", help="copy an object or every object below NAME/ out (verified)",
                              description="Stream NAME (or every object below NAME/) to DEST, verifying "
                              "each checksum before the atomic rename. Under mpiexec/srun every rank "
@@ -94,7 +99,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
     o.add_argument("dest", metavar="DEST")
     o.add_argument("--op-timeout", type=float, default=15.0, metavar="S",
                    help="seconds before an operation on a dead OSD/gateway fails (default 15)")
-    ls = common(ss.add_parser("ls", help="list objects (name, size, sha256)"))
+    ls = common(ss.add_parser("ls", help="list objects (size, checksum algorithm:value, name)"))
     ls.add_argument("prefix", nargs="?", default="")
     return s
 
@@ -129,7 +134,7 @@ def run(args, fail) -> int:
             kw = {} if args.backend == "tmpfs" else dict(
                 osd_bytes=osd_bytes, osds_per_node=args.osds_per_node, objectstore=args.store,
                 timeout=args.timeout, mon_port=args.mon_port, iface=iface, address=address)
-            st = dp.up(args.dir, args.backend, log=log, **kw)
+            st = dp.up(args.dir, args.backend, log=log, checksum=args.checksum, **kw)
             where = st.get("root") or st.get("mount") or (st.get("s3") or {}).get("endpoint") or \
                 f"pool {st.get('pool')}"
             print(f"stage up: {st['backend']} ready in {st['deploy_seconds']:.1f} s at "
@@ -151,11 +156,12 @@ def run(args, fail) -> int:
             healthy = s.get("health", "").startswith(("OK", "HEALTH_OK", "HEALTH_WARN"))
             return 0 if healthy and all(s.get("daemons", {}).values()) else 1   # 1: look at it
         team = _world_team()
-        with dp.open_store(args.dir, timeout=getattr(args, "op_timeout", 15.0)) as store:
+        with dp.open_store(args.dir, timeout=getattr(args, "op_timeout", 15.0),
+                           checksum=getattr(args, "checksum", None)) as store:
             if act == "ls":
                 if team.rank == 0:
                     for info in store.iter_infos(args.prefix):
-                        print(f"{info.size:14d}  {info.sha256[:16]}  {info.name}")
+                        print(f"{info.size:14d}  {info.algorithm}:{info.checksum[:16]}  {info.name}")
                 return 0
             from .parallel import stage_in, stage_out
             if act == "in":

@@ -18,6 +18,7 @@ from pathlib import Path
 from hpcsuite.runtime import InputError
 
 from . import ceph
+from .checksum import check_algorithm
 from .filestore import FileStore, TmpfsStore, default_tmpfs_root
 from .store import StagingError, Store
 
@@ -68,16 +69,22 @@ def load_state(state_dir) -> dict:
         raise StagingError(f"{p}: unreadable deployment state: {exc}") from None
 
 
-def up(state_dir=None, backend: str = "tmpfs", log=print, **ceph_args) -> dict:
+def up(state_dir=None, backend: str = "tmpfs", log=print, checksum: str | None = None,
+       **ceph_args) -> dict:
     """Create the deployment at ``state_dir`` (default :func:`default_dir`). Local (head node).
 
-    ``ceph_args`` go to :func:`hpcsuite.staging.ceph.deploy` (``osd_bytes``, ``osds_per_node``,
+    ``checksum`` names the checksum algorithm of the objects its clients write (default: the
+    fastest available, XXH3-128; see :mod:`hpcsuite.staging.checksum`). ``ceph_args`` go to :func:`hpcsuite.staging.ceph.deploy` (``osd_bytes``, ``osds_per_node``,
     ``objectstore``, ``timeout``, ``mon_port``, ``iface``, ``address``). Raises :class:`InputError`
     for bad arguments, a network or RAM budget that does not fit some node, or an existing
     deployment; :class:`StagingError` when the cluster does not become healthy.
     """
     if backend not in BACKENDS:
         raise InputError(f"stage up: --backend must be one of {', '.join(BACKENDS)}; got {backend!r}")
+    try:
+        check_algorithm(checksum)
+    except InputError as exc:
+        raise InputError(f"stage up: --{exc}") from None
     d = Path(state_dir or default_dir()).absolute()
     if (d / "state.json").exists():
         raise InputError(f"stage up: {d} already holds a {load_state(d)['backend']} deployment "
@@ -95,11 +102,21 @@ def up(state_dir=None, backend: str = "tmpfs", log=print, **ceph_args) -> dict:
         TmpfsStore(root)
         state = {"backend": "tmpfs", "root": str(root), "created": time.time(),
                  "deploy_seconds": round(time.monotonic() - t0, 3)}
-        tmp = d / ".state.json.tmp"
-        tmp.write_text(json.dumps(state))
-        tmp.replace(d / "state.json")
+        if checksum:
+            state["checksum"] = checksum
+        _write_state(d, state)
         return state
-    return ceph.deploy(d, backend=backend, log=log, **ceph_args)
+    state = ceph.deploy(d, backend=backend, log=log, **ceph_args)
+    if checksum:
+        state = {**load_state(d), "checksum": checksum}
+        _write_state(d, state)
+    return state
+
+
+def _write_state(d: Path, state: dict) -> None:
+    tmp = d / ".state.json.tmp"
+    tmp.write_text(json.dumps(state))
+    tmp.replace(d / "state.json")
 
 
 def down(state_dir=None) -> list[str]:
@@ -158,28 +175,31 @@ def status(state_dir=None) -> dict:
     return ceph.status(d)
 
 
-def open_store(state_dir=None, timeout: float = 15.0) -> Store:
+def open_store(state_dir=None, timeout: float = 15.0, checksum: str | None = None) -> Store:
     """A client of the deployment at ``state_dir`` (default :func:`default_dir`). Local.
 
-    Every process (rank) opens its own; close it (or use ``with``) when done.
+    Every process (rank) opens its own; close it (or use ``with``) when done. ``checksum``: the
+    algorithm of the objects it writes (default: the deployment's, else the fastest available).
     """
     d = Path(state_dir or default_dir()).absolute()
     st = load_state(d)
     b = st["backend"]
+    alg = check_algorithm(checksum or st.get("checksum"))
     if b == "tmpfs":
-        return TmpfsStore(st["root"])
+        return TmpfsStore(st["root"], checksum=alg)
     if b == "rados":
         from .radosstore import RadosStore
-        return RadosStore(st["conf"], st["pool"], timeout=timeout)
+        return RadosStore(st["conf"], st["pool"], timeout=timeout, checksum=alg)
     if b == "cephfs":
         if not st.get("mount") or not os.path.ismount(st["mount"]):
             raise StagingError(f"cephfs: {st.get('mount')} is not mounted (is the deployment at {d} up?)")
-        return FileStore(Path(st["mount"]) / "store", backend="cephfs")
+        return FileStore(Path(st["mount"]) / "store", backend="cephfs", checksum=alg)
     if b == "s3":
         from .s3store import S3Store
         try:
             cred = json.loads((d / "s3.json").read_text())
         except OSError as exc:
             raise StagingError(f"s3: cannot read the gateway credentials {d / 's3.json'}: {exc}") from None
-        return S3Store(cred["endpoint"], cred["access_key"], cred["secret_key"], timeout=timeout)
+        return S3Store(cred["endpoint"], cred["access_key"], cred["secret_key"], timeout=timeout,
+                       checksum=alg)
     raise StagingError(f"{d}: unknown backend {b!r} in state.json")

@@ -1,21 +1,26 @@
 """The ``s3`` backend: objects behind the job's RADOS gateway, through boto3 (path-style addressing).
 
 Keys in the bucket: ``data/<name>`` (the bytes, uploaded in 8 MiB multipart parts as they are
-streamed) and ``meta/<name>`` (JSON size and SHA-256, written after the data: the commit record).
-Timeouts and a small retry count make a dead gateway an error within ``timeout`` seconds.
+streamed) and ``meta/<name>`` (JSON size, checksum and its algorithm, written after the data: the
+commit record; records of the first form, with ``sha256`` only, are still read). Timeouts and a
+small retry count make a dead gateway an error within ``timeout`` seconds. Batches
+(:meth:`S3Store.put_many`, :meth:`S3Store.get_many`) keep ``inflight`` requests in flight from a
+pool of threads (boto3 clients are thread-safe).
 """
 from __future__ import annotations
 
 import io
 import json
+from collections.abc import Mapping
 
 from hpcsuite.runtime import optional
 
-from .store import ObjectInfo, StagingError, Store, Writer, check_name
+from .store import StagingError, Store, Writer, check_name, info_from_record, record_of
 
 __all__ = ["S3Store"]
 
 PART = 8 << 20        # multipart part size (S3's minimum is 5 MiB)
+INFLIGHT = 8          # requests in flight in a batch
 
 
 def _err(what, exc) -> StagingError:
@@ -23,8 +28,8 @@ def _err(what, exc) -> StagingError:
 
 
 class _S3Writer(Writer):
-    def __init__(self, store: "S3Store", name: str):
-        super().__init__(name)
+    def __init__(self, store: "S3Store", name: str, algorithm: str):
+        super().__init__(name, algorithm)
         self.store = store
         self.key = f"data/{name}"
         self.buf = bytearray()
@@ -60,7 +65,7 @@ class _S3Writer(Writer):
                                              MultipartUpload={"Parts": self.parts})
             self.buf = bytearray()
             s3.put_object(Bucket=b, Key=f"meta/{self.name}",
-                          Body=json.dumps({"size": info.size, "sha256": info.sha256}).encode())
+                          Body=json.dumps(record_of(info)).encode())
         except StagingError:
             raise
         except Exception as exc:  # noqa: BLE001
@@ -104,18 +109,22 @@ class S3Store(Store):
         Created if missing.
     timeout : float
         Connect and read timeout in seconds.
+    checksum : str, optional
+        Checksum algorithm of new objects (default: the fastest available).
     """
 
     backend = "s3"
 
     def __init__(self, endpoint: str, access_key: str, secret_key: str, bucket: str = "hpcsuite",
-                 timeout: float = 15.0):
+                 timeout: float = 15.0, checksum: str | None = None):
+        self.checksum = self._algorithm(checksum)
         boto3 = optional.require("boto3", "the s3 staging backend")     # InputError naming the extra
         from botocore.config import Config
         self.s3 = boto3.client("s3", endpoint_url=endpoint, aws_access_key_id=access_key,
                                aws_secret_access_key=secret_key, region_name="us-east-1",
                                config=Config(s3={"addressing_style": "path"}, connect_timeout=timeout,
                                              read_timeout=timeout, retries={"max_attempts": 2},
+                                             max_pool_connections=2 * INFLIGHT,
                                              request_checksum_calculation="when_required",
                                              response_checksum_validation="when_required"))
         self.bucket = bucket
@@ -127,8 +136,26 @@ class S3Store(Store):
             except Exception as exc:  # noqa: BLE001
                 raise _err(f"cannot reach or create bucket {bucket!r} at {endpoint}", exc) from None
 
-    def _writer(self, name):
-        return _S3Writer(self, name)
+    def _writer(self, name, algorithm):
+        return _S3Writer(self, name, algorithm)
+
+    def _batch(self, fn, args):
+        from concurrent.futures import ThreadPoolExecutor
+        with ThreadPoolExecutor(max_workers=min(INFLIGHT, max(1, len(args)))) as pool:
+            return list(pool.map(fn, args))          # (the first error is raised, after the rest)
+
+    def put_many(self, items, checksum=None):
+        """Store many objects, ``INFLIGHT`` requests in flight. Local."""
+        alg = self._algorithm(checksum)
+        pairs = list(items.items() if isinstance(items, Mapping) else items)
+        for n, _ in pairs:
+            check_name(n)
+        return self._batch(lambda p: self.put_bytes(p[0], p[1], alg), pairs)
+
+    def get_many(self, names, verify=True):
+        """The bytes of many objects, ``INFLIGHT`` requests in flight, each verified. Local."""
+        names = [check_name(n) for n in names]
+        return self._batch(lambda n: self.get_bytes(n, verify), names)
 
     def info(self, name):
         try:
@@ -137,7 +164,7 @@ class S3Store(Store):
             raise StagingError(f"no object {name!r} in the s3 bucket {self.bucket!r}") from None
         except Exception as exc:  # noqa: BLE001
             raise _err(f"reading the record of {name!r}", exc) from None
-        return ObjectInfo(name, int(meta["size"]), meta["sha256"])
+        return info_from_record(name, meta)
 
     def _open(self, info):
         try:

@@ -2,14 +2,17 @@
 
 A :class:`Store` keeps named objects (names are ``/``-separated paths such as ``run1/proj.npy``).
 Every object is written through a :class:`Writer` that streams it in chunks and computes its
-SHA-256 on the way; the checksum is stored with the object and verified whenever the whole object is
-read back (:meth:`Store.get_bytes`, :meth:`Store.get_array`, :meth:`Store.get_file`). Writes are
-atomic: an object is invisible until its writer commits, and a reader sees either the old or the
-new object, never a torn one.
+checksum on the way (XXH3-128 by default, SHA-256 or CRC-32 on request: :mod:`.checksum`); the
+checksum and the name of its algorithm are stored with the object and verified whenever the whole
+object is read back (:meth:`Store.get_bytes`, :meth:`Store.get_array`, :meth:`Store.get_file`,
+:meth:`Store.get_many`), in the same pass that moves the bytes. Writes are atomic: an object is
+invisible until its writer commits, and a reader sees either the old or the new object, never a
+torn one.
 
 Backends implement five primitives (``_writer``, ``_open``, ``info``, ``list``, ``delete``); the
-rest (arrays, files, directory staging) is here, once. All methods are local (no MPI): the
-collective, rank-parallel staging is in :mod:`hpcsuite.staging.parallel`.
+rest (arrays, files, directory staging, batches) is here, once, and a backend may replace any of it
+with a faster path (one request per small object, several in flight, fewer copies). All methods are
+local (no MPI): the collective, rank-parallel staging is in :mod:`hpcsuite.staging.parallel`.
 
 Examples
 --------
@@ -17,13 +20,15 @@ Examples
 >>> store.put_array("a", np.arange(6.0).reshape(2, 3))           # doctest: +SKIP
 >>> store.get_array("a").shape                                   # doctest: +SKIP
 (2, 3)
+>>> store.put_bytes("b", b"abc", checksum="sha256").algorithm    # doctest: +SKIP
+'sha256'
 """
 from __future__ import annotations
 
-import hashlib
 import io
 import os
 import secrets
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, Iterator
@@ -32,8 +37,11 @@ import numpy as np
 
 from hpcsuite.runtime import HpcsuiteError, InputError
 
+from .checksum import available, check_algorithm, hasher
+
 __all__ = ["Store", "Writer", "ObjectInfo", "StagingError", "ChecksumError", "check_name",
-           "CHUNK", "copy_stream"]
+           "CHUNK", "copy_stream", "mapped_windows", "write_all", "info_from_record", "record_of", "verifier", "npy_header",
+           "array_from_buffer", "check_read"]
 
 CHUNK = 4 << 20      # streaming unit: 4 MiB (the RADOS object size Ceph tunes for)
 
@@ -48,11 +56,29 @@ class ChecksumError(StagingError):
 
 @dataclass(frozen=True)
 class ObjectInfo:
-    """What the store knows about one object: its size in bytes and its SHA-256 (hex)."""
+    """What the store knows about one object: its size in bytes, its checksum (hex) and the name of
+    the checksum's algorithm (``xxh3-128``, ``sha256`` or ``crc32``)."""
 
     name: str
     size: int
-    sha256: str
+    checksum: str
+    algorithm: str
+
+
+def record_of(info: ObjectInfo) -> dict:
+    """The commit record stored with an object (JSON-able): size, algorithm, checksum. Local."""
+    return {"size": info.size, "algorithm": info.algorithm, "checksum": info.checksum}
+
+
+def info_from_record(name: str, rec: dict) -> ObjectInfo:
+    """The :class:`ObjectInfo` of a stored record: the current form, or the first form (``size`` and
+    ``sha256`` only), so objects written before the algorithm was recorded stay readable. Local."""
+    try:
+        if "algorithm" in rec:
+            return ObjectInfo(name, int(rec["size"]), str(rec["checksum"]), str(rec["algorithm"]))
+        return ObjectInfo(name, int(rec["size"]), str(rec["sha256"]), "sha256")
+    except (KeyError, TypeError, ValueError):
+        raise StagingError(f"object {name!r}: unreadable commit record {str(rec)[:120]!r}") from None
 
 
 def check_name(name: str) -> str:
@@ -72,16 +98,37 @@ def check_name(name: str) -> str:
     return name
 
 
+def verifier(info: ObjectInfo):
+    """A fresh hasher for checking ``info``'s bytes; :class:`StagingError` saying what to install
+    when its algorithm cannot be computed here. Local."""
+    if not available(info.algorithm):
+        raise StagingError(f"object {info.name!r} was stored with checksum {info.algorithm}, which "
+                           "needs the xxhash package here (pip install xxhash), or read it with verify=False")
+    return hasher(info.algorithm)
+
+
+def check_read(info: ObjectInfo, h, seen: int) -> None:
+    """Raise :class:`ChecksumError` unless ``seen`` bytes hashing to ``h`` are ``info``'s."""
+    if seen != info.size:
+        raise ChecksumError(f"object {info.name!r}: read {seen} bytes, stored size is {info.size}")
+    got = h.hexdigest()
+    if got != info.checksum:
+        raise ChecksumError(f"object {info.name!r}: checksum mismatch ({info.algorithm} {got[:16]}... "
+                            f"read back, {info.checksum[:16]}... stored)")
+
+
 class Writer:
     """Streams one object into a store; nothing is visible until :meth:`commit`.
 
     Use as a context manager: a clean exit commits, an exception aborts (removes the partial data).
-    Backends subclass it and implement ``_write(chunk)``, ``_commit(info)`` and ``_abort()``.
+    The checksum (algorithm ``algorithm``) is computed on each piece as it is written. Backends
+    subclass it and implement ``_write(chunk)``, ``_commit(info)`` and ``_abort()``.
     """
 
-    def __init__(self, name: str):
+    def __init__(self, name: str, algorithm: str):
         self.name = check_name(name)
-        self._hash = hashlib.sha256()
+        self.algorithm = algorithm
+        self._hash = hasher(algorithm)
         self.size = 0
         self._done = False
         self.result: ObjectInfo | None = None    # set by commit()
@@ -97,7 +144,7 @@ class Writer:
 
     def commit(self) -> ObjectInfo:
         """Make the object visible under its name, with its size and checksum. Local."""
-        info = ObjectInfo(self.name, self.size, self._hash.hexdigest())
+        info = ObjectInfo(self.name, self.size, self._hash.hexdigest(), self.algorithm)
         self._commit(info)
         self._done = True
         self.result = info
@@ -131,11 +178,12 @@ class Writer:
 
 
 class _VerifyingReader(io.RawIOBase):
-    """A read-only stream over an object that checks its SHA-256 when the end is reached."""
+    """A read-only stream over an object that checks its checksum when the end is reached."""
 
     def __init__(self, raw: BinaryIO, info: ObjectInfo, verify: bool):
         self._raw, self._info, self._verify = raw, info, verify
-        self._hash = hashlib.sha256() if verify else None
+        self.info = info                 # what the store recorded for this object
+        self._hash = verifier(info) if verify else None
         self._seen = 0
 
     def readable(self) -> bool:
@@ -148,18 +196,29 @@ class _VerifyingReader(io.RawIOBase):
                 self._hash.update(memoryview(b)[:n])
             self._seen += n
         elif self._verify:
-            self._check()
+            check_read(self._info, self._hash, self._seen)
+            self._verify = False
         return n
 
-    def _check(self) -> None:
-        if self._seen != self._info.size:
-            raise ChecksumError(f"object {self._info.name!r}: read {self._seen} bytes, stored size is "
-                                f"{self._info.size}")
-        got = self._hash.hexdigest()
-        if got != self._info.sha256:
-            raise ChecksumError(f"object {self._info.name!r}: checksum mismatch (sha256 {got[:16]}... "
-                                f"read back, {self._info.sha256[:16]}... stored)")
-        self._verify = False
+    def readall(self) -> bytes:
+        """The rest of the object in one buffer (sized from the stored size), verified."""
+        return bytes(self.read_whole())
+
+    def read_whole(self) -> bytearray:
+        """The rest of the object into one writable buffer, verified at its end."""
+        buf = bytearray(max(0, self._info.size - self._seen))
+        mv = memoryview(buf)
+        got = 0
+        while got < len(buf):
+            n = self.readinto(mv[got:])
+            if not n:
+                break
+            got += n
+        if got == len(buf):
+            extra = bytearray(1 << 16)
+            while self.readinto(extra):      # more than the stored size: counted, then refused
+                pass
+        return buf
 
     def close(self) -> None:
         if not self.closed:
@@ -180,17 +239,98 @@ def copy_stream(src: BinaryIO, write, chunk: int = CHUNK) -> int:
         total += n
 
 
+def mapped_windows(fd: int, size: int, window: int = 4 * CHUNK) -> Iterator[memoryview]:
+    """The first ``size`` bytes of the open file ``fd`` as read-only memoryviews of ``window``
+    bytes each, mapped (``mmap``, pages populated up front) rather than copied: the zero-copy way
+    to checksum a file and hand its bytes to ``os.write``. Each view is released before the next
+    one is made. Local."""
+    import mmap
+    flags = mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0)
+    for off in range(0, size, window):
+        length = min(window, size - off)
+        mm = mmap.mmap(fd, length, flags=flags, prot=mmap.PROT_READ, offset=off)
+        mv = memoryview(mm)
+        try:
+            yield mv
+        finally:
+            mv.release()
+            mm.close()
+
+
+def write_all(fd: int, mv: memoryview) -> None:
+    """``os.write`` every byte of ``mv`` (a regular file may take fewer per call). Local."""
+    done = 0
+    while done < mv.nbytes:
+        done += os.write(fd, mv[done:])
+
+
+def npy_header(a: np.ndarray) -> bytes:
+    """The ``.npy`` header of ``a`` (format 1.0, or 2.0 when the header needs it). Local."""
+    out = io.BytesIO()
+    d = np.lib.format.header_data_from_array_1_0(a)
+    try:
+        np.lib.format.write_array_header_1_0(out, d)
+    except ValueError:
+        out = io.BytesIO()
+        np.lib.format.write_array_header_2_0(out, d)
+    return out.getvalue()
+
+
+def _array_bytes(a: np.ndarray):
+    """A flat byte view of ``a``'s memory in the order its header names, or None (not contiguous)."""
+    if a.flags.c_contiguous:
+        return a.reshape(-1).view(np.uint8)
+    if a.flags.f_contiguous:
+        return a.T.reshape(-1).view(np.uint8)
+    return None
+
+
+def array_from_buffer(name: str, buf) -> np.ndarray:
+    """The array stored in ``.npy`` form in the bytes-like ``buf``, as a view of ``buf`` (writable
+    when ``buf`` is). :class:`StagingError` when ``buf`` is not exactly one ``.npy`` array. Local."""
+    mv = memoryview(buf).cast("B")
+    try:
+        fp = io.BytesIO(bytes(mv[:12]))
+        major, _ = np.lib.format.read_magic(fp)
+        hsize = 2 if major == 1 else 4
+        start = 8 + hsize + int.from_bytes(mv[8:8 + hsize], "little")
+        fp = io.BytesIO(bytes(mv[:start]))
+        np.lib.format.read_magic(fp)
+        read_header = np.lib.format.read_array_header_1_0 if major == 1 else np.lib.format.read_array_header_2_0
+        shape, fortran, dtype = read_header(fp, max_header_size=1 << 20)
+    except (ValueError, EOFError) as exc:
+        raise StagingError(f"object {name!r} is not a stored NumPy array: {exc}") from None
+    if dtype.hasobject:
+        raise StagingError(f"object {name!r} holds an object array (dtype {dtype}): not loaded")
+    count = int(np.prod(shape, dtype=np.int64))
+    if start + count * dtype.itemsize != mv.nbytes:
+        raise StagingError(f"object {name!r}: {mv.nbytes - start} bytes of array data, its header "
+                           f"{shape} {dtype} says {count * dtype.itemsize} (trailing or missing bytes)")
+    a = np.frombuffer(buf, dtype=dtype, count=count, offset=start)
+    return a.reshape(shape[::-1]).T if fortran else a.reshape(shape)
+
+
 class Store:
-    """Base class of the staging backends (``tmpfs``, ``cephfs``, ``rados``, ``s3``). Local."""
+    """Base class of the staging backends (``tmpfs``, ``cephfs``, ``rados``, ``s3``). Local.
+
+    ``checksum`` (set by every backend's constructor) is the algorithm of new objects; each write
+    may choose another one (``checksum=`` of :meth:`writer` and the ``put_*`` methods).
+    """
 
     backend = "?"
     #: True where objects are plain files that programs may open by path (:meth:`path`)
     posix = False
+    #: checksum algorithm of new objects (see :mod:`hpcsuite.staging.checksum`)
+    checksum = ""
+
+    def _algorithm(self, checksum: str | None) -> str:
+        return check_algorithm(checksum or self.checksum or None)
 
     # ------------------------------------------------------------------ backend primitives
-    def writer(self, name: str) -> Writer:
-        """A :class:`Writer` for ``name`` (replaces the object when committed). Local."""
-        return self._writer(check_name(name))
+    def writer(self, name: str, checksum: str | None = None) -> Writer:
+        """A :class:`Writer` for ``name`` (replaces the object when committed); ``checksum``: its
+        algorithm (default: the store's). Local."""
+        return self._writer(check_name(name), self._algorithm(checksum))
 
     def open(self, name: str, verify: bool = True) -> BinaryIO:
         """A reader of the whole object (``read``/``readinto``); with ``verify``, reaching the end
@@ -220,11 +360,16 @@ class Store:
         self.close()
         return False
 
-    def _writer(self, name: str) -> Writer:
+    def _writer(self, name: str, algorithm: str) -> Writer:
         raise NotImplementedError
 
     def _open(self, info: ObjectInfo) -> BinaryIO:
         raise NotImplementedError
+
+    def _read_whole(self, name: str, verify: bool = True):
+        """The whole object in one writable buffer, verified (backends may read it faster)."""
+        with self.open(name, verify) as f:
+            return f.read_whole()
 
     # ------------------------------------------------------------------ generic API
     def exists(self, name: str) -> bool:
@@ -235,9 +380,10 @@ class Store:
         except StagingError:
             return False
 
-    def put_bytes(self, name: str, data) -> ObjectInfo:
-        """Store ``data`` (bytes-like) under ``name``. Local."""
-        with self.writer(name) as w:
+    def put_bytes(self, name: str, data, checksum: str | None = None) -> ObjectInfo:
+        """Store ``data`` (bytes-like) under ``name``; ``checksum``: the algorithm (default: the
+        store's). Local."""
+        with self.writer(name, checksum) as w:
             mv = memoryview(data).cast("B")
             for i in range(0, mv.nbytes, CHUNK):
                 w.write(mv[i:i + CHUNK])
@@ -246,35 +392,46 @@ class Store:
     def get_bytes(self, name: str, verify: bool = True) -> bytes:
         """The whole object as bytes, checksum verified. Local."""
         with self.open(name, verify) as f:
-            data = f.read()
-            f.read()            # reach the end once more: the verifying reader checks there
-        return data
+            return f.readall()
 
-    def put_array(self, name: str, array) -> ObjectInfo:
+    def put_many(self, items, checksum: str | None = None) -> list[ObjectInfo]:
+        """Store many objects: ``items`` maps names to bytes-like data (a mapping or ``(name, data)``
+        pairs). Backends keep several of them in flight. Returns their infos, in order. Local."""
+        pairs = list(items.items() if isinstance(items, Mapping) else items)
+        for n, _ in pairs:
+            check_name(n)
+        return [self.put_bytes(n, d, checksum) for n, d in pairs]
+
+    def get_many(self, names: Iterable[str], verify: bool = True) -> list[bytes]:
+        """The bytes of many objects, in order, each verified; backends keep several in flight.
+        Local."""
+        names = [check_name(n) for n in names]
+        return [self.get_bytes(n, verify) for n in names]
+
+    def put_array(self, name: str, array, checksum: str | None = None) -> ObjectInfo:
         """Store a NumPy array in ``.npy`` format (dtype, shape and order kept). Local.
 
-        Streams the array's memory in chunks (no copy of a contiguous array)."""
+        A contiguous array's memory is written as it is (no copy); others in pieces."""
         a = np.asanyarray(array)
         if a.dtype.hasobject:
             raise InputError(f"put_array {name!r}: object arrays cannot be stored (dtype {a.dtype})")
-        with self.writer(name) as w:
-            np.lib.format.write_array(w, a, allow_pickle=False)   # writes in 16 MiB pieces
+        flat = _array_bytes(a)
+        with self.writer(name, checksum) as w:
+            if flat is None:
+                np.lib.format.write_array(w, a, allow_pickle=False)   # writes in 16 MiB pieces
+            else:
+                w.write(npy_header(a))
+                for i in range(0, flat.nbytes, CHUNK):
+                    w.write(flat[i:i + CHUNK])
         return w.result
 
     def get_array(self, name: str) -> np.ndarray:
-        """Read back an array stored by :meth:`put_array`, checksum verified. Local."""
-        with self.open(name) as f:
-            try:
-                a = np.lib.format.read_array(f, allow_pickle=False)
-            except ValueError as exc:
-                raise StagingError(f"object {name!r} is not a stored NumPy array: {exc}") from None
-            if f.read(1):
-                raise StagingError(f"object {name!r}: trailing bytes after the array")
-        return a
+        """Read back an array stored by :meth:`put_array`, checksum verified (writable). Local."""
+        return array_from_buffer(name, self._read_whole(name))
 
-    def put_file(self, name: str, path: str | os.PathLike) -> ObjectInfo:
+    def put_file(self, name: str, path: str | os.PathLike, checksum: str | None = None) -> ObjectInfo:
         """Stream the file at ``path`` into ``name`` in chunks. Local."""
-        with open(path, "rb", buffering=0) as src, self.writer(name) as w:
+        with open(path, "rb", buffering=0) as src, self.writer(name, checksum) as w:
             copy_stream(src, w.write)
         return w.result
 
@@ -284,9 +441,9 @@ class Store:
         dest = Path(dest)
         dest.parent.mkdir(parents=True, exist_ok=True)
         tmp = dest.with_name(f".{dest.name}.tmp-{os.getpid()}-{secrets.token_hex(4)}")
-        info = self.info(name)
         try:
             with self.open(name) as src, open(tmp, "wb") as out:
+                info = src.info
                 copy_stream(src, out.write)
             os.replace(tmp, dest)
         finally:
