@@ -18,8 +18,11 @@ import numpy as np
 import pytest
 
 from helpers import HPCSUITE, MPIEXEC
-from hpcsuite.staging import StagingError, down, open_store, status, up
+from hpcsuite.staging import CHUNK, ChecksumError, StagingError, down, open_store, status, up
 from hpcsuite.staging import procs
+
+xxhash = pytest.importorskip("xxhash")
+EDGES = [0, 1, CHUNK - 1, CHUNK, CHUNK + 1, 2 * CHUNK + 3]     # around the 4 MiB chunks
 
 pytestmark = [pytest.mark.skipif(not Path("/usr/bin/ceph-mon").exists(), reason="Ceph not installed "
                                  "(scripts/setup.sh installs it)"), pytest.mark.timeout(240)]
@@ -97,7 +100,7 @@ def test_round_trips_large_and_many_small(cluster, tmp_path):
         data = rng.integers(0, 256, (40 << 20) + 12345, dtype=np.uint8).tobytes()   # 11 chunks
         big.write_bytes(data)
         info = s.put_file("dir/big", big)
-        assert info.sha256 == hashlib.sha256(data).hexdigest()
+        assert info.checksum == xxhash.xxh3_128_hexdigest(data) and info.algorithm == "xxh3-128"
         s.get_file("dir/big", tmp_path / "back.bin")
         assert (tmp_path / "back.bin").read_bytes() == data
         payloads = {f"small/{i:03d}": rng.bytes(int(rng.integers(0, 3000))) for i in range(200)}
@@ -162,6 +165,101 @@ def test_two_deployments_do_not_interfere(cluster, tmp_path):
     assert status(d1)["osds_up"] == 1            # the first one did not notice
 
 
+def _flipped(raw: bytes, at: int) -> bytes:
+    b = bytearray(raw)
+    b[at] ^= 0x20
+    return bytes(b)
+
+
+def _data_objects(s, name: str) -> list[str]:
+    """The chunk objects of ``name`` (every generation) in the data namespace."""
+    return sorted(o.key for o in s.data.list_objects() if o.key.startswith(name + "@"))
+
+
+def test_chunk_edges_batches_and_replacement(cluster, tmp_path):
+    d, _ = cluster
+    rng = np.random.default_rng(5)
+    with open_store(d) as s:
+        for size in EDGES:
+            data = rng.bytes(size)
+            assert s.put_bytes("e/put", data).checksum == xxhash.xxh3_128_hexdigest(data)
+            with s.writer("e/stream", checksum="sha256") as w:      # odd pieces across the chunks
+                for i in range(0, size, 1000003):
+                    w.write(data[i:i + 1000003])
+            assert w.result.checksum == hashlib.sha256(data).hexdigest()
+            assert s.get_bytes("e/put") == data and s.get_bytes("e/stream") == data
+            with s.open("e/stream") as f:
+                assert b"".join(iter(lambda: f.read(777777), b"")) == data
+            s.get_file("e/put", tmp_path / "out")
+            assert (tmp_path / "out").read_bytes() == data
+            # one head (the first chunk and the record) plus one object per further 4 MiB
+            assert len(_data_objects(s, "e/put")) == max(0, -(-size // CHUNK) - 1)
+        items = {f"e/many/{i}": rng.bytes(n) for i, n in enumerate(EDGES + [10, 3000])}
+        infos = s.put_many(items)
+        assert [i.checksum for i in infos] == [xxhash.xxh3_128_hexdigest(b) for b in items.values()]
+        assert s.get_many(list(items)) == list(items.values())
+        again = {k: v[::-1] for k, v in items.items()}                # replace every one of them
+        s.put_many(again)
+        assert s.get_many(list(again)) == list(again.values())
+        big = f"e/many/{len(EDGES) - 1}"
+        assert len(_data_objects(s, big)) == 2                        # the old generation is gone
+        s.put_bytes(big, b"small now")
+        assert s.get_bytes(big) == b"small now" and _data_objects(s, big) == []
+        with pytest.raises(StagingError, match="no object 'e/none'"):
+            s.get_many(["e/put", "e/none"])
+        for n in list(items) + ["e/put", "e/stream"]:
+            s.delete(n)
+        assert s.list("e/") == [] and _data_objects(s, "e/") == []
+
+
+@pytest.mark.parametrize("alg", ["xxh3-128", "sha256"])
+def test_flipped_byte_is_refused_in_head_and_chunk(cluster, tmp_path, alg):
+    d, _ = cluster
+    data = np.random.default_rng(6).bytes(2 * CHUNK + 3)
+    with open_store(d, checksum=alg) as s:
+        for where in ("head", "chunk"):
+            s.put_bytes("f/x", data)
+            obj, io = ("f/x", s.meta) if where == "head" else (_data_objects(s, "f/x")[0], s.data)
+            io.write_full(obj, _flipped(io.read(obj, 2 * CHUNK), 1234))    # (xattrs stay)
+            dest = tmp_path / "dest"
+            dest.write_bytes(b"old")
+            with pytest.raises(ChecksumError, match=f"checksum mismatch \\({alg} "):
+                s.get_file("f/x", dest)
+            assert dest.read_bytes() == b"old"
+            for read in (lambda: s.get_bytes("f/x"), lambda: s.get_many(["f/x"]),
+                         lambda: s.open("f/x").read(), lambda: s.get_array("f/x")):
+                with pytest.raises(ChecksumError, match="checksum mismatch"):
+                    read()
+        s.put_bytes("f/small", data[:1000])
+        s.meta.write_full("f/small", _flipped(s.meta.read("f/small", 2 * CHUNK), 999))
+        with pytest.raises(ChecksumError):
+            s.get_many(["f/small"])
+        s.delete("f/x")
+        s.delete("f/small")
+
+
+def test_heads_of_the_first_form_still_read(cluster):
+    """Objects committed by the first rados layout: a JSON head with ``sha256`` in namespace
+    ``meta``, every chunk ``0 .. n-1`` in namespace ``data``."""
+    d, _ = cluster
+    data = np.random.default_rng(8).bytes(CHUNK + 77)
+    with open_store(d) as s:
+        head = {"size": len(data), "sha256": hashlib.sha256(data).hexdigest(), "gen": "0123456789ab",
+                "n": 2, "chunk": CHUNK}
+        s.data.write_full("old@0123456789ab/0", data[:CHUNK])
+        s.data.write_full("old@0123456789ab/1", data[CHUNK:])
+        s.meta.write_full("old", json.dumps(head).encode())
+        info = s.info("old")
+        assert (info.size, info.algorithm, info.checksum) == (len(data), "sha256", head["sha256"])
+        assert s.get_bytes("old") == data and s.get_many(["old"]) == [data] and "old" in s.list()
+        s.data.write_full("old@0123456789ab/1", _flipped(data[CHUNK:], 3))
+        with pytest.raises(ChecksumError, match="checksum mismatch \\(sha256 "):
+            s.get_bytes("old")
+        s.put_bytes("old", b"new")                        # replacing it removes its chunks
+        assert s.get_bytes("old") == b"new" and _data_objects(s, "old") == []
+        s.delete("old")
+
+
 def test_osd_killed_during_stage_out_errors_in_bounded_time(cluster, tmp_path, run):
     """Last on the shared cluster: it kills its OSD."""
     d, _ = cluster
@@ -196,7 +294,18 @@ def test_s3_and_cephfs_round_trip(backend, tmp_path, run):
         with open_store(d) as s:
             data = rng.bytes((20 << 20) + 3)
             s.put_bytes("big", data)
-            assert s.get_bytes("big") == data and s.info("big").sha256 == hashlib.sha256(data).hexdigest()
+            assert s.get_bytes("big") == data and s.info("big").checksum == xxhash.xxh3_128_hexdigest(data)
+            for alg in ("xxh3-128", "sha256"):                 # a flipped byte is refused on read
+                s.put_bytes("bad", data[:100000], checksum=alg)
+                if backend == "s3":
+                    s.s3.put_object(Bucket=s.bucket, Key="data/bad", Body=_flipped(data[:100000], 99999))
+                else:
+                    p = s.path("bad")
+                    p.write_bytes(_flipped(p.read_bytes(), 99999))
+                with pytest.raises(ChecksumError, match=f"checksum mismatch \\({alg} "):
+                    s.get_bytes("bad")
+                with pytest.raises(ChecksumError):
+                    s.get_many(["big", "bad"])
             a = rng.random((17, 5)).astype(np.float32)
             s.put_array("x/arr", a)
             np.testing.assert_array_equal(s.get_array("x/arr"), a)
