@@ -51,7 +51,8 @@ import numpy as np
 from ..runtime import optional
 from .backend import Backend
 
-__all__ = ["stencil7", "stencil27", "IMPLS", "STENCIL27_OFFSETS", "normalize_region", "cpu_threads",
+__all__ = ["stencil7", "stencil27", "IMPLS", "STENCIL27_OFFSETS", "normalize_region", "resolve_impl",
+           "check_arrays", "check_coeffs", "cpu_threads",
            "set_cpu_threads", "CUDA_SOURCE", "CUDA_BLOCK", "cuda_launch_config", "HAVE_NUMBA"]
 
 #: whether numba is installed (the ``fast`` extra); without it the CPU runs the portable kernels
@@ -94,9 +95,9 @@ def stencil7(u, out, c0: float, cx: float, cy: float, cz: float, region=None, *,
     ValueError
         Bad shapes, dtypes, overlapping arrays, a region outside the array, an unknown ``impl``.
     """
-    how = _resolve_impl(u, backend, impl)
-    reg = _check_arrays(u, out, region, how)
-    coeffs = _coeffs((c0, cx, cy, cz), 4, "stencil7 coefficients (c0, cx, cy, cz)")
+    how = resolve_impl(u, backend, impl)
+    reg = check_arrays(u, out, region, how)
+    coeffs = check_coeffs((c0, cx, cy, cz), 4, "stencil7 coefficients (c0, cx, cy, cz)")
     if reg is None:
         return
     if how == "numba":
@@ -116,9 +117,9 @@ def stencil27(u, out, weights: Sequence[float], region=None, *,
     27-point stencils, e.g. a compact Laplacian on a uniform grid). Everything else as
     :func:`stencil7`; the neighbours are added in the order of :data:`STENCIL27_OFFSETS`.
     """
-    how = _resolve_impl(u, backend, impl)
-    reg = _check_arrays(u, out, region, how)
-    w = _coeffs(weights, 4, "stencil27 weights (centre, face, edge, corner)")
+    how = resolve_impl(u, backend, impl)
+    reg = check_arrays(u, out, region, how)
+    w = check_coeffs(weights, 4, "stencil27 weights (centre, face, edge, corner)")
     if reg is None:
         return
     if how == "numba":
@@ -131,7 +132,9 @@ def stencil27(u, out, weights: Sequence[float], region=None, *,
 
 
 # ---------------------------------------------------------------------- validation
-def _resolve_impl(u, backend, impl) -> str:
+def resolve_impl(u, backend, impl) -> str:
+    """The implementation (``"numba"``, ``"portable"``, ``"cupy"``) for array ``u`` given the
+    ``backend`` and ``impl`` arguments of the kernels. Local; raises ``ValueError`` on unknown names."""
     if impl is not None:
         if impl not in IMPLS:
             raise ValueError(f"impl must be one of {', '.join(map(repr, IMPLS))}, got {impl!r}")
@@ -174,7 +177,9 @@ def normalize_region(region, shape) -> tuple[tuple[int, int], ...] | None:
     return reg
 
 
-def _check_arrays(u, out, region, how):
+def check_arrays(u, out, region, how):
+    """Check ``u`` and ``out`` for implementation ``how`` (shapes, dtypes, no overlap) and return
+    :func:`normalize_region` of ``region``. Local; raises ``ValueError``."""
     shape = tuple(u.shape)
     if len(shape) != 3 or tuple(out.shape) != shape:
         raise ValueError(f"u and out must be 3-D arrays of the same shape, got {shape} and {tuple(out.shape)}")
@@ -196,7 +201,8 @@ def _check_arrays(u, out, region, how):
     return normalize_region(region, shape)
 
 
-def _coeffs(values, n: int, what: str) -> tuple[float, ...]:
+def check_coeffs(values, n: int, what: str) -> tuple[float, ...]:
+    """``values`` as ``n`` finite floats, or ``ValueError`` naming ``what``. Local."""
     try:
         vals = tuple(float(v) for v in values)
     except (TypeError, ValueError):

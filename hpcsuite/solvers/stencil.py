@@ -14,6 +14,19 @@ arithmetic. Each cell's value is computed by the same expression from the same i
 (fixed-value) boundary are never written. For ``k > 1`` (and always for the 27-point stencil) edge
 and corner ghosts are exchanged too: the shrinking region passes through them.
 
+Temporal blocking (backend ``"cpu"`` with numba): with ``block = T > 1`` the steps between two
+exchanges are taken ``T`` at a time by :func:`hpcsuite.accel.temporal.stencil7_steps` (or
+``stencil27_steps``): a wavefront over trapezoid tiles that keeps the intermediate steps in each
+core's cache, so the field crosses the memory bus once per ``T`` steps instead of once per step.
+One exchange of depth ``k`` feeds ``k`` steps, taken in cache-blocked passes of ``T <= k`` steps.
+Every cell is still computed by the same expression from the same inputs: identical results.
+Blocking pays when the local block is much larger than the caches and a single sweep waits on
+memory; on small blocks (two copies in the caches) or when the sweep is compute-bound it costs the
+redundant trapezoid cells (``(T - 1) / tile`` per side). ``block="auto"`` (the default) times
+``T`` in {1, depth} and the tile widths in :data:`TILE_CANDIDATES` on the first :meth:`run` and
+keeps the fastest; :attr:`StencilSolver.stats` reports the choice (``block``, ``tile``, ``tuning``).
+Other backends take single sweeps (``block`` 1).
+
 Data stays where the backend puts it (the OpenACC ``data`` region model): backend ``"cpu"`` runs
 numba kernels on the DistArray's NumPy storage, ``"gpu"`` creates the DistArray with ``device="gpu"``
 and runs CUDA kernels on it, ``"strict"`` keeps a device copy of each block as ``array_api_strict``
@@ -44,15 +57,17 @@ import numpy as np
 from mpi4py import MPI
 
 from .. import pgas
-from ..accel import Backend, get_backend, kernels
+from ..accel import Backend, get_backend, kernels, temporal
 from ..pgas import BLOCKED, Pattern
 from ..runtime import Team, Timers, gpu_status, optional
 
-__all__ = ["StencilSolver", "StencilStats", "heat_coeffs", "KINDS", "DEPTH_CANDIDATES"]
+__all__ = ["StencilSolver", "StencilStats", "heat_coeffs", "KINDS", "DEPTH_CANDIDATES", "TILE_CANDIDATES"]
 
 KINDS = ("7", "27")
 #: Depths tried by ``depth="auto"`` (those up to the smallest local extent).
 DEPTH_CANDIDATES = (1, 2, 4, 8)
+#: Tile widths (cells along j) tried by ``block="auto"`` for the temporally blocked kernels.
+TILE_CANDIDATES = (16, 32, 64)
 
 
 def heat_coeffs(alpha: float, dt: float, spacing) -> tuple[float, float, float, float]:
@@ -73,6 +88,11 @@ class StencilStats:
     ----------
     depth : int
         Halo depth ``k`` used (chosen by timing when ``depth="auto"``).
+    block : int
+        Steps per cache-blocked pass (temporal blocking; 1 = single sweeps), chosen by timing when
+        ``block="auto"``.
+    tile : int or None
+        Tile width along j of the blocked kernel (``None`` when ``block`` is 1).
     steps, exchanges : int
         Time steps taken and halo exchanges made (``ceil(steps / depth)``).
     messages : int
@@ -85,10 +105,13 @@ class StencilStats:
         Transfers (and bytes) made through the backend by the halo exchanges (``"strict"`` stages
         only the border and ghost slabs; ``"cpu"`` none; ``"gpu"`` stages inside the DistArray).
     tuning : dict
-        ``{k: seconds per step}`` (slowest rank) measured by ``depth="auto"``; empty otherwise.
+        ``{(depth, block, tile): seconds per step}`` (slowest rank) measured by ``depth="auto"``
+        or ``block="auto"``; empty when nothing was timed.
     """
 
     depth: int = 1
+    block: int = 1
+    tile: int | None = None
     steps: int = 0
     exchanges: int = 0
     messages: int = 0
@@ -133,8 +156,16 @@ class StencilSolver:
         (:func:`hpcsuite.accel.kernels.cpu_threads`).
     impl : {"numba", "portable", "cupy"}, optional
         Override the kernel implementation (e.g. ``"portable"`` on the CPU, for comparisons).
+    block : int >= 1 or "auto"
+        Temporal blocking: steps per cache-blocked pass (module docstring); at most ``depth``
+        (an int larger than the chosen depth is cut to it). Only the numba kernels block; other
+        implementations take single sweeps. ``"auto"``: 1 or the depth, chosen by timing.
+    tile : int >= 1, optional
+        Tile width along j for the blocked kernel; default: chosen by timing among
+        :data:`TILE_CANDIDATES` when ``block`` is ``"auto"``, else
+        :data:`hpcsuite.accel.temporal.DEFAULT_TILE`.
     tune_steps : int
-        Steps timed per candidate by ``depth="auto"`` (after one warm-up cycle).
+        Steps timed per candidate by ``depth="auto"`` / ``block="auto"`` (after a warm-up cycle).
 
     Raises
     ------
@@ -145,7 +176,8 @@ class StencilSolver:
 
     def __init__(self, shape, kind="7", coeffs=(0.4, 0.1, 0.1, 0.1), *, team: Team | None = None,
                  grid=None, boundary="periodic", depth: int | str = 1, backend: str | Backend = "cpu",
-                 dtype=np.float64, threads: int | None = None, impl: str | None = None, tune_steps: int = 8):
+                 dtype=np.float64, threads: int | None = None, impl: str | None = None, tune_steps: int = 8,
+                 block: int | str = "auto", tile: int | None = None):
         self.shape = _shape3(shape)
         self.kind = _kind(kind)
         self.coeffs = _four_reals(coeffs, self.kind)
@@ -180,6 +212,10 @@ class StencilSolver:
             raise ValueError(f"shape {self.shape} has fewer cells than the {'x'.join(map(str, self.grid))} "
                              f"process grid has ranks along some dimension")
         self.depth = _depth(depth, self.min_extent, self.grid)
+        self.block = _positive_or_auto(block, "block")
+        if tile is not None:
+            _positive_or_auto(tile, "tile", auto=False)
+        self.tile = tile
         self.stats = StencilStats()
         self._node = None            # (rank on node, ranks on node), found by the first run
         self._warm = False
@@ -231,13 +267,14 @@ class StencilSolver:
         be = self.backend
         timers = timers if timers is not None else Timers(sync=be.synchronize if be.is_gpu else None)
         tuning = {}
-        if self.depth == "auto":
+        if self.depth == "auto" or self.block == "auto":
             with timers("tune"):
-                self.depth, tuning = self._tune(u0)
+                (self.depth, self.block, self.tile), tuning = self._tune(u0)
         k = self.depth
-        self.stats = StencilStats(depth=k, tuning=tuning)
+        blk, tile = self._blocking(k)
+        self.stats = StencilStats(depth=k, block=blk, tile=tile, tuning=tuning)
         cur, nxt = self._setup(u0, k)
-        cur, nxt = self._advance(cur, nxt, steps, k, self.stats, timers, progress)
+        cur, nxt = self._advance(cur, nxt, steps, k, self.stats, timers, progress, blk, tile)
         result = cur.finish()
         nxt.free()
         return result
@@ -262,6 +299,8 @@ class StencilSolver:
                 # first timed step
                 tiny = np.zeros((3, 3, 3), dtype=self.dtype)
                 self._kernel()(tiny, np.zeros_like(tiny), None)
+                if self.block == "auto" or self.block > 1:
+                    self._blocked_kernel(1)(tiny, np.zeros_like(tiny), [((1, 2),) * 3] * 2)
                 self._warm = True
 
     def _kernel_impl(self) -> str:
@@ -279,11 +318,20 @@ class StencilSolver:
         b = pgas.zeros(self.shape, **kw)
         return _Field(a, be, upload=True), _Field(b, be, upload=False)
 
-    def _advance(self, cur, nxt, steps: int, k: int, stats: StencilStats, timers=None, progress=None):
-        """``steps`` steps in cycles of one exchange and up to ``k`` kernel calls. Collective.
-        Returns the fields swapped so that the first holds the latest values."""
+    def _blocking(self, k: int) -> tuple[int, int | None]:
+        """``(block, tile)`` actually used at depth ``k`` (block 1 and no tile: single sweeps)."""
+        blk = self.block if isinstance(self.block, int) else 1
+        blk = min(blk, k) if self._kernel_impl() == "numba" else 1
+        return (blk, self.tile or temporal.DEFAULT_TILE) if blk > 1 else (1, None)
+
+    def _advance(self, cur, nxt, steps: int, k: int, stats: StencilStats, timers=None, progress=None,
+                 block: int = 1, tile: int | None = None):
+        """``steps`` steps in cycles of one exchange and up to ``k`` steps, taken as single sweeps
+        or in blocked passes of up to ``block`` steps. Collective. Returns the fields swapped so
+        that the first holds the latest values."""
         be = self.backend
         kernel = self._kernel()
+        blocked = self._blocked_kernel(tile) if block > 1 else None
         regions = _Regions(self, k)
         dirichlet = any(isinstance(b, float) for b in self.boundary)
         done, first = 0, True
@@ -300,9 +348,15 @@ class StencilSolver:
                 nxt.dev[...] = cur.dev
             first = False
             with _timer(timers, "stencil"), be.data_region() as moved:
-                for s in range(m):
-                    kernel(cur.dev, nxt.dev, regions.step(m, s))
+                s = 0
+                while s < m:
+                    n = min(block, m - s)
+                    if n == 1:
+                        kernel(cur.dev, nxt.dev, regions.step(m, s))
+                    else:
+                        blocked(cur.dev, nxt.dev, [regions.step(m, s + t) for t in range(n)])
                     cur, nxt = nxt, cur
+                    s += n
             stats.loop_transfers += moved.transfers
             done += m
             stats.steps += m
@@ -316,28 +370,73 @@ class StencilSolver:
             return lambda u, out, reg: kernels.stencil7(u, out, *c, reg, backend=be, impl=impl)
         return lambda u, out, reg: kernels.stencil27(u, out, c, reg, backend=be, impl=impl)
 
-    def _tune(self, u0) -> tuple[int, dict]:
-        """The fastest depth among the candidates, by the slowest rank's time. Collective."""
-        cands = [k for k in DEPTH_CANDIDATES if k <= self.min_extent]
+    def _blocked_kernel(self, tile: int) -> Callable:
+        c = self.coeffs
+        if self.kind == "7":
+            return lambda u, out, regs: temporal.stencil7_steps(u, out, *c, regs, tile=tile, impl="numba")
+        return lambda u, out, regs: temporal.stencil27_steps(u, out, c, regs, tile=tile, impl="numba")
+
+    def _candidates(self, widest: int) -> list[tuple[int, int, int | None]]:
+        """``(depth, block, tile)`` triples that ``"auto"`` times (the same on every rank), tiles
+        no wider than ``widest``."""
+        depths = [k for k in DEPTH_CANDIDATES if k <= self.min_extent] if self.depth == "auto" else [self.depth]
+        numba_ok = self._kernel_impl() == "numba"
+        out = []
+        for k in depths:
+            if self.block == "auto":
+                blocks = (1, k) if k > 1 and numba_ok else (1,)
+            else:
+                blocks = (min(self.block, k) if numba_ok else 1,)
+            for b in blocks:
+                if b == 1:
+                    out.append((k, 1, None))
+                    continue
+                tiles = [self.tile] if self.tile else sorted({min(t, widest) for t in TILE_CANDIDATES})
+                out.extend((k, b, t) for t in tiles)
+        return out
+
+    def _widest_tile(self) -> int:
+        """The widest tile that still gives every thread one tile of the smallest block (the most
+        threads of any rank: the same on every rank). Collective."""
+        nj = self.pattern.maps[1].size(self.pattern.maps[1].p - 1)
+        threads = self.threads or kernels.cpu_threads(self._node[1] if self._node else 1)
+        threads = self.team.comm.allreduce(int(threads), op=MPI.MAX)
+        return max(1, -(-nj // max(1, threads)))
+
+    def _tune(self, u0) -> tuple[tuple[int, int, int | None], dict]:
+        """The fastest ``(depth, block, tile)`` among the candidates, by the slowest rank's time.
+        Collective."""
+        cands = self._candidates(self._widest_tile())
+
+        def chosen(k, b, t):
+            return k, (b if self.block == "auto" else self.block), (t if self.tile is None else self.tile)
         if len(cands) == 1:
-            return cands[0], {}
+            return chosen(*cands[0]), {}
         seconds = np.zeros(len(cands))
         be = self.backend
-        for n, k in enumerate(cands):
-            cur, nxt = self._setup(u0, k)
+        fields = {}
+        for n, (k, b, t) in enumerate(cands):
+            if k not in fields:
+                for f in fields.values():
+                    f[0].free()
+                    f[1].free()
+                fields = {k: self._setup(u0, k)}
+            cur, nxt = fields[k]
             scratch = StencilStats()
-            cur, nxt = self._advance(cur, nxt, k, k, scratch)          # warm-up: JIT, first touch
+            cur, nxt = self._advance(cur, nxt, k, k, scratch, block=b, tile=t)      # warm-up: JIT, first touch
             self.team.barrier()
             t0 = time.perf_counter()
-            cur, nxt = self._advance(cur, nxt, self.tune_steps, k, scratch)
+            cur, nxt = self._advance(cur, nxt, self.tune_steps, k, scratch, block=b, tile=t)
             be.synchronize()
             seconds[n] = time.perf_counter() - t0
-            cur.free()
-            nxt.free()
+            fields[k] = (cur, nxt)
+        for f in fields.values():
+            f[0].free()
+            f[1].free()
         # the same numbers on every rank, hence the same choice
         self.team.Allreduce(MPI.IN_PLACE, seconds, op=MPI.MAX)
-        per_step = {k: float(t) / self.tune_steps for k, t in zip(cands, seconds)}
-        return cands[int(np.argmin(seconds))], per_step
+        per_step = {c: float(t) / self.tune_steps for c, t in zip(cands, seconds)}
+        return chosen(*cands[int(np.argmin(seconds))]), per_step
 
 
 # ---------------------------------------------------------------------- fields and regions
@@ -528,6 +627,14 @@ def _backend_name(backend) -> str:
         if not ok:
             raise ValueError(f"backend 'gpu' requested but no GPU is usable: {why}")
     return backend
+
+
+def _positive_or_auto(value, name: str, auto: bool = True) -> int | str:
+    if auto and value == "auto":
+        return "auto"
+    if not isinstance(value, Integral) or isinstance(value, bool) or value < 1:
+        raise ValueError(f"{name} must be a positive integer{' or ' + repr('auto') if auto else ''}, got {value!r}")
+    return int(value)
 
 
 def _depth(depth, min_extent: int, grid) -> int | str:

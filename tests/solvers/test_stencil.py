@@ -14,6 +14,7 @@ from hpcsuite import pgas
 from hpcsuite.accel import get_backend, kernels
 from hpcsuite.runtime import Team, Timers, gpu_status
 from hpcsuite.solvers import DEPTH_CANDIDATES, StencilSolver, heat_coeffs
+from hpcsuite.solvers.stencil import TILE_CANDIDATES
 
 SHAPE = (12, 17, 9)          # uneven blocks at 2-4 ranks, every block >= 4 cells on the grids used
 STEPS = 7                    # not a multiple of the depths: the last cycle is shorter
@@ -91,7 +92,8 @@ def test_every_depth_equals_depth_one_and_the_reference(team, kind, boundary):
     ref = reference(u0, kind, COEFFS[kind], bnd, STEPS)
     results = {}
     for depth in (1, 2, 3, 4, "auto"):
-        s, out = solve(u0, kind, bnd, depth)
+        # block 1: single sweeps; "auto": temporal blocking chosen by timing (numba)
+        s, out = solve(u0, kind, bnd, depth, block=1 if depth in (2, 3) else "auto")
         results[depth] = out
         k = s.stats.depth
         assert s.stats.steps == STEPS
@@ -101,8 +103,32 @@ def test_every_depth_equals_depth_one_and_the_reference(team, kind, boundary):
         # the same expression on the same inputs for every cell: identical, not just close
         assert np.array_equal(out, results[1]), depth
         if depth == "auto":
-            assert k in DEPTH_CANDIDATES and set(s.stats.tuning) == {c for c in DEPTH_CANDIDATES if c <= s.min_extent}
-            assert len(set(team.allgather(k))) == 1            # every rank chose the same depth
+            assert k in DEPTH_CANDIDATES
+            assert {c[0] for c in s.stats.tuning} == {c for c in DEPTH_CANDIDATES if c <= s.min_extent}
+            assert (k, s.stats.block, s.stats.tile) in s.stats.tuning      # the choice was timed
+            # every rank chose the same depth, block and tile
+            assert len(set(team.allgather((k, s.stats.block, s.stats.tile)))) == 1
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("boundary", ["periodic", "two_values"])
+@pytest.mark.parametrize("kind", ["7", "27"])
+def test_temporal_blocking_equals_single_sweeps(team, kind, boundary):
+    """One exchange of depth k feeding cache-blocked passes of T <= k steps: bit for bit the
+    single sweeps' field, for several T and tile widths (from 1 cell to wider than the block)."""
+    u0 = initial()
+    bnd = BOUNDARIES[boundary]
+    _, plain = solve(u0, kind, bnd, 4, block=1)
+    np.testing.assert_allclose(plain, reference(u0, kind, COEFFS[kind], bnd, STEPS), rtol=0, atol=1e-13)
+    for block, tile in ((4, 1), (4, 5), (3, 64), (2, 3)):
+        s, out = solve(u0, kind, bnd, 4, block=block, tile=tile)
+        assert (s.stats.depth, s.stats.block, s.stats.tile) == (4, block, tile)
+        assert s.stats.exchanges == math.ceil(STEPS / 4)
+        assert np.array_equal(out, plain), (block, tile)
+    s, out = solve(u0, kind, bnd, 4)                                # block="auto"
+    assert s.stats.block in (1, 4) and np.array_equal(out, plain)
+    assert {c[:2] for c in s.stats.tuning} == {(4, 1), (4, 4)}
+    assert {c[2] for c in s.stats.tuning if c[1] == 4} <= set(TILE_CANDIDATES) | set(range(1, 18))
 
 
 @pytest.mark.mpi
@@ -252,6 +278,9 @@ def test_bad_arguments_raise_on_every_rank_before_communicating(team):
         (dict(shape=(6, 6, 6), backend="tpu"), "backend must be"),
         (dict(shape=(6, 6, 6), dtype=np.int64), "float32 or float64"),
         (dict(shape=(6, 6, 6), threads=0), "threads must be"),
+        (dict(shape=(6, 6, 6), block=0), "block must be"),
+        (dict(shape=(6, 6, 6), block="fast"), "block must be"),
+        (dict(shape=(6, 6, 6), tile=0), "tile must be"),
     ]
     for kw, msg in bad_init:
         with pytest.raises(ValueError, match=msg):

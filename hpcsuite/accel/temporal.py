@@ -1,0 +1,304 @@
+"""Temporally blocked stencil kernels: several time steps per pass over memory.
+
+A single stencil sweep (:func:`~hpcsuite.accel.kernels.stencil7`) reads the whole field and writes
+the whole field once per step, so it can never be faster than one copy of the grid per step (16-24
+bytes per cell update). These kernels advance ``T`` steps while the data is in the caches
+(the 2009 multicore temporal-blocking method, here as a wavefront with trapezoid tiles):
+
+* the region is cut into tiles along ``j`` (``tile`` cells of the last step's region each); every
+  tile, and the ``T - 1 - s`` extra cells on both sides that step ``s`` must also compute for the
+  later steps (a trapezoid: redundant work at the tile edges, no synchronisation between tiles),
+  is handled by one thread;
+* along ``i`` a wavefront: at position ``w`` step ``s`` updates plane ``i = w - s``, reading
+  step ``s - 1``'s planes ``i - 1, i, i + 1`` from a ring of three plane buffers per step, so
+  the intermediate steps live in per-thread buffers of ``3 (T - 1)`` tile planes (sized to stay in
+  the core's cache) and only the input is read from, and the last step written to, main memory.
+
+Every cell of every step is computed by the same expression, in the same order, from the same
+inputs as by :func:`~hpcsuite.accel.kernels.stencil7` / ``stencil27`` (no fastmath), so the result
+equals ``T`` single sweeps bit for bit.
+
+Semantics of ``stencil7_steps(u, out, c0, cx, cy, cz, regions)`` with ``regions = [R_0, ...,
+R_{T-1}]``: level 0 is ``u``; step ``s`` applies the stencil on ``R_s`` to level ``s`` (cells outside
+``R_s`` keep their level-``s`` values); ``out[R_{T-1}]`` receives level ``T``; the rest of ``out``
+is left alone. The regions must be nested, and each side of each region must either stay where
+``R_0`` had it for every step so far (a fixed boundary: the cells beyond it are ``u``'s) or move
+inwards at every step (a deep halo being used up). This is exactly how a deep-halo solver steps
+(:class:`hpcsuite.solvers.StencilSolver`), and equal to ``T`` calls of ``stencil7`` alternating
+between two arrays that hold the same values outside the regions.
+
+When blocking pays: when the field is much larger than the caches, so that a single sweep is
+bound by memory bandwidth; then each cell crosses the memory bus once per ``T`` steps instead of
+once per step. When the field (two copies of it) already fits in the cache, or when one thread per
+core cannot saturate the memory bus, a sweep is as fast or faster: the redundant trapezoid cells
+(``(T - 1) / tile`` more work per side on average) and the plane bookkeeping are then pure cost.
+Choose ``T`` and ``tile`` by timing (the solver does).
+
+Implementations as for the single sweeps: ``"numba"`` (NumPy arrays; threads over tiles),
+``"portable"`` (``T`` sweeps through one scratch array: the reference), ``"cupy"`` (``T`` CUDA
+sweeps through one scratch array). All functions are local.
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+
+from . import kernels
+from .backend import Backend
+
+__all__ = ["stencil7_steps", "stencil27_steps", "check_step_regions", "DEFAULT_TILE"]
+
+numba = kernels.numba
+
+#: tile width along j (cells of the last step's region) when the caller does not choose one
+DEFAULT_TILE = 16
+
+
+def stencil7_steps(u, out, c0: float, cx: float, cy: float, cz: float, regions, *, tile: int | None = None,
+                   backend: Backend | str | None = None, impl: str | None = None) -> None:
+    """``len(regions)`` steps of :func:`~hpcsuite.accel.kernels.stencil7` in one pass (module docstring).
+
+    Local. ``u`` is not modified; ``out[regions[-1]]`` receives the last step.
+
+    Parameters
+    ----------
+    u, out : 3-D arrays, same shape and dtype (float32/float64), not overlapping
+    c0, cx, cy, cz : float
+        As :func:`~hpcsuite.accel.kernels.stencil7`.
+    regions : sequence of ((i0, i1), (j0, j1), (k0, k1))
+        The region of each step (:func:`check_step_regions` says which sequences are allowed).
+    tile : int >= 1, optional
+        Tile width along ``j`` of the numba kernel (default :data:`DEFAULT_TILE`).
+    backend, impl
+        As :func:`~hpcsuite.accel.kernels.stencil7`.
+
+    Raises
+    ------
+    ValueError
+        What ``stencil7`` raises, regions that are not nested as required, a bad ``tile``.
+    """
+    how = kernels.resolve_impl(u, backend, impl)
+    kernels.check_arrays(u, out, None, how)
+    coeffs = kernels.check_coeffs((c0, cx, cy, cz), 4, "stencil7 coefficients (c0, cx, cy, cz)")
+    regs = check_step_regions(regions, tuple(u.shape))
+    _run(7, u, out, coeffs, regs, _tile(tile), how, backend)
+
+
+def stencil27_steps(u, out, weights: Sequence[float], regions, *, tile: int | None = None,
+                    backend: Backend | str | None = None, impl: str | None = None) -> None:
+    """``len(regions)`` steps of :func:`~hpcsuite.accel.kernels.stencil27` in one pass. Local.
+    Everything else as :func:`stencil7_steps`."""
+    how = kernels.resolve_impl(u, backend, impl)
+    kernels.check_arrays(u, out, None, how)
+    w = kernels.check_coeffs(weights, 4, "stencil27 weights (centre, face, edge, corner)")
+    regs = check_step_regions(regions, tuple(u.shape))
+    _run(27, u, out, w, regs, _tile(tile), how, backend)
+
+
+def check_step_regions(regions, shape) -> tuple[tuple[tuple[int, int], ...], ...] | None:
+    """The regions as int tuples, checked; ``None`` when the last one is empty (nothing to do). Local.
+
+    Each region must be a valid :func:`~hpcsuite.accel.kernels.normalize_region` of ``shape``;
+    ``R_{s+1}`` must lie inside ``R_s``; and each side of ``R_{s+1}`` either lies where ``R_0``'s
+    side is (a fixed boundary) or strictly inside ``R_s``'s (a shrinking halo).
+
+    Raises ``ValueError`` naming the first step and side that break this.
+    """
+    try:
+        regs = list(regions)
+    except TypeError:
+        raise ValueError(f"regions must be a sequence of regions, got {regions!r}") from None
+    if not regs:
+        raise ValueError("regions must hold at least one region (one per step)")
+    out = []
+    for s, r in enumerate(regs):
+        n = kernels.normalize_region(r, shape)
+        if n is None:
+            if s == len(regs) - 1:
+                return None
+            raise ValueError(f"region of step {s} is empty but later steps are not: {r!r}")
+        out.append(n)
+    for s in range(1, len(out)):
+        for d in range(3):
+            (a0, b0), (a, b), (a1, b1) = out[0][d], out[s - 1][d], out[s][d]
+            lo_ok = a1 == a0 == a or a1 > a
+            hi_ok = b1 == b0 == b or b1 < b
+            if not (lo_ok and hi_ok):
+                raise ValueError(f"region of step {s} {out[s]} does not follow step {s - 1}'s {out[s - 1]} "
+                                 f"along dimension {d}: each side must stay at step 0's position (a fixed "
+                                 f"boundary) or move inwards at every step (a shrinking halo)")
+    return tuple(out)
+
+
+def _tile(tile) -> int:
+    if tile is None:
+        return DEFAULT_TILE
+    if isinstance(tile, bool) or not isinstance(tile, (int, np.integer)) or tile < 1:
+        raise ValueError(f"tile must be a positive integer, got {tile!r}")
+    return int(tile)
+
+
+def _run(kind: int, u, out, coeffs, regs, tile: int, how: str, backend) -> None:
+    if regs is None:
+        return
+    if how == "numba":
+        t = u.dtype.type
+        reg = np.array(regs, dtype=np.int64)
+        # the kernel reads and writes C-contiguous arrays (the buffers' layout)
+        src = u if u.flags.c_contiguous else np.ascontiguousarray(u)
+        dst = out if out.flags.c_contiguous else np.empty(u.shape, dtype=u.dtype)
+        _nb_steps(np.int64(kind), src, dst, *(t(c) for c in coeffs), reg, np.int64(tile))
+        if dst is not out:
+            _assign(out, dst, regs[-1])
+        return
+    # portable / cupy: the single sweeps; level s lives in a (a copy of u), each step writes its
+    # region into b and copies it back, so cells outside a step's region keep their values
+    sweep = kernels.stencil7 if kind == 7 else kernels.stencil27
+    args = tuple(coeffs) if kind == 7 else (tuple(coeffs),)
+    if len(regs) == 1:
+        sweep(u, out, *args, regs[0], backend=backend, impl=how)
+        return
+    a, b = _copy(u), _copy(u)
+    for reg in regs[:-1]:
+        sweep(a, b, *args, reg, backend=backend, impl=how)
+        _assign(a, b, reg)
+    sweep(a, out, *args, regs[-1], backend=backend, impl=how)
+
+
+def _copy(u):
+    """A copy of ``u`` in its own namespace (NumPy, CuPy, array API)."""
+    if isinstance(u, np.ndarray):
+        return u.copy()
+    ns = u.__array_namespace__() if hasattr(u, "__array_namespace__") else None
+    if ns is not None and hasattr(ns, "asarray"):
+        return ns.asarray(u, copy=True)
+    return u.copy()
+
+
+def _assign(dst, src, reg) -> None:
+    sl = tuple(slice(a, b) for a, b in reg)
+    dst[sl] = src[sl]
+
+
+# ---------------------------------------------------------------------- numba (CPU)
+if kernels.HAVE_NUMBA:
+    _jit = numba.njit(fastmath=False, cache=True, inline="always")
+    _pjit = numba.njit(parallel=True, fastmath=False, cache=True)
+else:  # pragma: no cover - without numba the portable path runs
+    _jit = _pjit = kernels.numba.njit()
+
+
+@_jit
+def _row7(o, zz, zm, zp, m0, p0, n, c0, cx, cy, cz):  # pragma: no cover - compiled
+    # zz[k + 1] is the centre (a row view starting one cell early), the others start at the cell
+    for k in range(n):
+        o[k] = (c0 * zz[k + 1] + cx * (p0[k] + m0[k]) + cy * (zp[k] + zm[k])
+                + cz * (zz[k + 2] + zz[k]))
+
+
+@_jit
+def _plane7(d, dp, dj, dk, a, ap, aj, ak, b, bp, bj, bk, c, cp, cj, ck,
+            j0, j1, k0, k1, c0, cx, cy, cz):  # pragma: no cover - compiled
+    # plane dp of d (offsets dj, dk added to global j, k) from planes i-1 (a), i (b), i+1 (c)
+    n = k1 - k0
+    for j in range(j0, j1):
+        _row7(d[dp, j + dj, k0 + dk:k1 + dk],
+              b[bp, j + bj, k0 + bk - 1:k1 + bk + 1],
+              b[bp, j + bj - 1, k0 + bk:k1 + bk], b[bp, j + bj + 1, k0 + bk:k1 + bk],
+              a[ap, j + aj, k0 + ak:k1 + ak], c[cp, j + cj, k0 + ck:k1 + ck], n, c0, cx, cy, cz)
+
+
+@_jit
+def _row27(o, mm, m0, mp, zm, zz, zp, pm, p0, pp, n, w0, wf, we, wc):  # pragma: no cover - compiled
+    # all nine rows start one cell early: offset c along k is index k + 1 + c (as kernels.stencil27)
+    for k in range(n):
+        f = m0[k + 1] + zm[k + 1] + zz[k] + zz[k + 2] + zp[k + 1] + p0[k + 1]
+        e = (mm[k + 1] + m0[k] + m0[k + 2] + mp[k + 1] + zm[k] + zm[k + 2] + zp[k] + zp[k + 2]
+             + pm[k + 1] + p0[k] + p0[k + 2] + pp[k + 1])
+        c = mm[k] + mm[k + 2] + mp[k] + mp[k + 2] + pm[k] + pm[k + 2] + pp[k] + pp[k + 2]
+        o[k] = w0 * zz[k + 1] + wf * f + we * e + wc * c
+
+
+@_jit
+def _plane27(d, dp, dj, dk, a, ap, aj, ak, b, bp, bj, bk, c, cp, cj, ck,
+             j0, j1, k0, k1, w0, wf, we, wc):  # pragma: no cover - compiled
+    n = k1 - k0
+    for j in range(j0, j1):
+        lo, hi = k0 - 1, k1 + 1
+        _row27(d[dp, j + dj, k0 + dk:k1 + dk],
+               a[ap, j + aj - 1, lo + ak:hi + ak], a[ap, j + aj, lo + ak:hi + ak], a[ap, j + aj + 1, lo + ak:hi + ak],
+               b[bp, j + bj - 1, lo + bk:hi + bk], b[bp, j + bj, lo + bk:hi + bk], b[bp, j + bj + 1, lo + bk:hi + bk],
+               c[cp, j + cj - 1, lo + ck:hi + ck], c[cp, j + cj, lo + ck:hi + ck], c[cp, j + cj + 1, lo + ck:hi + ck],
+               n, w0, wf, we, wc)
+
+
+@_jit
+def _ring(d, dp, dj, dk, u, i, j0, j1, k0, k1, jlo, jhi):  # pragma: no cover - compiled
+    """Copy u's cells around the computed rectangle [j0, j1) x [k0, k1) of plane i (within the
+    window rows [jlo, jhi)) into buffer plane dp: the fixed-boundary values a later step may read."""
+    if j0 - 1 >= jlo:
+        for k in range(k0 - 1, k1 + 1):
+            d[dp, j0 - 1 + dj, k + dk] = u[i, j0 - 1, k]
+    if j1 < jhi:
+        for k in range(k0 - 1, k1 + 1):
+            d[dp, j1 + dj, k + dk] = u[i, j1, k]
+    for j in range(j0, j1):
+        d[dp, j + dj, k0 - 1 + dk] = u[i, j, k0 - 1]
+        d[dp, j + dj, k1 + dk] = u[i, j, k1]
+
+
+@_pjit
+def _nb_steps(kind, u, out, w0, w1, w2, w3, reg, tile):  # pragma: no cover - compiled
+    """kind 7 or 27; reg: int64 (T, 3, 2) step regions; tile: tile width along j."""
+    T = reg.shape[0]
+    jlo, jhi = reg[T - 1, 1, 0], reg[T - 1, 1, 1]
+    ntile = (jhi - jlo + tile - 1) // tile
+    kw0, kw1 = reg[0, 2, 0] - 1, reg[0, 2, 1] + 1          # the k window: R_0 and one cell
+    nj = u.shape[1]
+    wlo = reg[0, 0, 0]
+    whi = wlo
+    for s in range(T):
+        whi = max(whi, reg[s, 0, 1] + s)
+    nbuf = max(T - 1, 1) * 3
+    for t in numba.prange(ntile):
+        jb0 = jlo + t * tile
+        jb1 = min(jb0 + tile, jhi)
+        jw0, jw1 = max(jb0 - T, 0), min(jb1 + T, nj)         # the j window of this tile
+        buf = np.empty((nbuf, jw1 - jw0, kw1 - kw0), dtype=u.dtype)
+        oj, ok = -jw0, -kw0                                  # buffer index = global index + offset
+        for w in range(wlo, whi):
+            for s in range(T):
+                i = w - s
+                if i < reg[s, 0, 0] or i >= reg[s, 0, 1]:
+                    continue
+                j0 = max(reg[s, 1, 0], jb0 - (T - 1 - s))
+                j1 = min(reg[s, 1, 1], jb1 + (T - 1 - s))
+                if j1 <= j0:
+                    continue
+                k0, k1 = reg[s, 2, 0], reg[s, 2, 1]
+                # sources: level s planes i-1, i, i+1 (u's planes where level s was not computed)
+                a, ap, aj, ak = u, i - 1, 0, 0
+                b, bp, bj, bk = u, i, 0, 0
+                c, cp, cj, ck = u, i + 1, 0, 0
+                if s > 0:
+                    lo, hi = reg[s - 1, 0, 0], reg[s - 1, 0, 1]
+                    base = (s - 1) * 3
+                    if lo <= i - 1 < hi:
+                        a, ap, aj, ak = buf, base + (i - 1) % 3, oj, ok
+                    if lo <= i < hi:
+                        b, bp, bj, bk = buf, base + i % 3, oj, ok
+                    if lo <= i + 1 < hi:
+                        c, cp, cj, ck = buf, base + (i + 1) % 3, oj, ok
+                if s == T - 1:
+                    d, dp, dj, dk = out, i, 0, 0
+                else:
+                    d, dp, dj, dk = buf, s * 3 + i % 3, oj, ok
+                if kind == 7:
+                    _plane7(d, dp, dj, dk, a, ap, aj, ak, b, bp, bj, bk, c, cp, cj, ck,
+                            j0, j1, k0, k1, w0, w1, w2, w3)
+                else:
+                    _plane27(d, dp, dj, dk, a, ap, aj, ak, b, bp, bj, bk, c, cp, cj, ck,
+                             j0, j1, k0, k1, w0, w1, w2, w3)
+                if s < T - 1:
+                    _ring(buf, dp, oj, ok, u, i, j0, j1, k0, k1, jw0, jw1)
