@@ -69,6 +69,15 @@ def _range_words(kind: str, lo, hi, lo_open: bool, hi_open: bool) -> str:
     return f"{'an' if kind == 'integer' else 'a'} {kind}"
 
 
+def _plural(words: str) -> str:
+    """``"an integer in [0, 9]"`` -> ``"integers in [0, 9]"``: the words of one item, for a list."""
+    words = words.removeprefix("a ").removeprefix("an ")
+    for noun in ("integer", "number"):
+        if noun in words:
+            return words.replace(noun, noun + "s", 1)
+    return words + "s"
+
+
 @dataclass
 class Int(Field):
     """An integer with optional inclusive bounds (``min=1`` reads "a positive integer")."""
@@ -161,8 +170,7 @@ class IntList(Field):
             try:
                 item.convert(x)
             except ValueError:
-                raise ValueError(f"must be a list of {n}{item.words().removeprefix('a ').removeprefix('an ')}s, "
-                                 f"{_got(v)}") from None
+                raise ValueError(f"must be a list of {n}{_plural(item.words())}, {_got(v)}") from None
         return list(v)
 
 
@@ -180,7 +188,7 @@ class FloatList(Field):
         try:
             return [self.item.convert(x) for x in v]
         except ValueError:
-            raise ValueError(f"must be a list of {n}{self.item.words().removeprefix('a ')}s, {_got(v)}") from None
+            raise ValueError(f"must be a list of {n}{_plural(self.item.words())}, {_got(v)}") from None
 
 
 @dataclass
@@ -223,6 +231,19 @@ class Table(dict):
             raise AttributeError(name) from None
 
 
+def _toml_value(v) -> str:
+    """``v`` written as a TOML value on one line (a string through tomli-w, so quotes and
+    backslashes in it are escaped); ``None`` (no default) stays ``None``."""
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, str):
+        import tomli_w                    # a well-kept TOML writer (tomllib only reads)
+        return tomli_w.dumps({"v": v}).removeprefix("v = ").rstrip("\n")
+    if isinstance(v, (list, tuple)):
+        return "[" + ", ".join(_toml_value(x) for x in v) + "]"
+    return repr(v)
+
+
 class Schema:
     """The tables and typed keys an application accepts.
 
@@ -243,7 +264,7 @@ class Schema:
         for t, keys in self.tables.items():
             lines.append(f"[{t}]" + (f"    # {self.doc[t]}" if t in self.doc else ""))
             for k, f in keys.items():
-                val = "(required)" if f.required else repr(f.default).replace("'", '"').replace("True", "true").replace("False", "false")
+                val = "(required)" if f.required else _toml_value(f.default)
                 lines.append(f"{k} = {val}" + (f"    # {f.help}" if f.help else ""))
             lines.append("")
         return "\n".join(lines)
