@@ -1,0 +1,168 @@
+"""Reductions of DistArrays (sum, prod, mean, var, std, min, max, argmin, argmax, any, all,
+ufunc.reduce, ufunc.accumulate / cumsum) against NumPy on the gathered arrays: random layouts,
+dtypes, axes and keepdims at every rank count; NaN and tie rules; results alike on every rank;
+reductions along an undistributed axis without communication; bad arguments raise alike before
+communicating."""
+import warnings
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from hpcsuite import pgas
+from hpcsuite.runtime.comm_hooks import intercept
+
+from numpy_layouts import B, C, N, BC, Comms, data, dist_array, gathered, layouts, mpi_settings, tolerance
+
+pytestmark = pytest.mark.mpi
+
+FUNCS = ("sum", "prod", "mean", "var", "std", "min", "max", "argmin", "argmax", "any", "all")
+
+
+def compare(got, want, n, func):
+    got = gathered(got)
+    want = np.asarray(want)
+    assert got.shape == want.shape, (func, got.shape, want.shape)
+    assert got.dtype == want.dtype, (func, got.dtype, want.dtype)
+    if want.dtype.kind in "fc":
+        rtol, atol = tolerance(want.dtype, n)
+        if func in ("var", "std"):          # deviations from a mean that is itself rounded
+            rtol, atol = 4 * rtol, 4 * atol
+        np.testing.assert_allclose(got, want, rtol=rtol, atol=atol * 10, equal_nan=True, err_msg=func)
+    else:
+        np.testing.assert_array_equal(got, want, err_msg=func)
+
+
+@mpi_settings(25)
+@given(st.data())
+def test_reductions_match_numpy(team, data_):
+    lay = data_.draw(layouts(team.size, max_side=7), label="layout")
+    shape = lay[0]
+    dt = data_.draw(st.sampled_from((np.float64, np.float32, np.int64, np.int8, np.bool_)), label="dtype")
+    func = data_.draw(st.sampled_from(FUNCS), label="func")
+    axis = data_.draw(st.one_of(st.none(), st.integers(-len(shape), len(shape) - 1)), label="axis")
+    keepdims = data_.draw(st.booleans(), label="keepdims")
+    # values near 1 for floats (products stay finite), small integers (many ties for arg*)
+    ref = data(shape, dt, 21, low=-3, high=3) if np.dtype(dt).kind != "f" else \
+        (data(shape, dt, 21, low=0.8, high=1.25, nan=func in ("min", "max", "argmin", "argmax", "sum"))
+         * np.where(data(shape, np.bool_, 22), 1, -1).astype(dt))
+    a = dist_array(ref, lay)
+    n = ref.size if axis is None else shape[axis]
+    kw = {} if func.startswith("arg") and keepdims is False else {"keepdims": keepdims}
+    with warnings.catch_warnings(), np.errstate(all="ignore"):
+        warnings.simplefilter("ignore")
+        try:
+            want = getattr(np, func)(ref, axis=axis, **kw)
+        except ValueError as exc:               # an empty min / max / argmin: the same error
+            with pytest.raises(ValueError) as info:
+                getattr(np, func)(a, axis=axis, **kw)
+            assert str(info.value).split()[0] == str(exc).split()[0]
+            a.free()
+            return
+        got = getattr(np, func)(a, axis=axis, **kw)
+        method = getattr(a, func)(axis=axis, **kw)
+    compare(got, want, n, func)
+    compare(method, want, n, func)
+    if not isinstance(got, pgas.DistArray):      # a scalar: the same on every rank
+        assert len({np.asarray(x).tobytes() for x in team.allgather(got)}) == 1
+    del got, method
+    a.free()
+
+
+@mpi_settings(10)
+@given(st.data())
+def test_ufunc_reduce_and_accumulate(team, data_):
+    lay = data_.draw(layouts(team.size, max_side=7, tile_ok=False), label="layout")
+    shape = lay[0]
+    axis = data_.draw(st.integers(0, len(shape) - 1), label="axis")
+    ints = data(shape, np.int32, 23, low=-5, high=5)
+    bools = data(shape, np.bool_, 24)
+    ai, ab = dist_array(ints, lay), dist_array(bools, lay)
+    for uf, x, rx in ((np.add, ai, ints), (np.maximum, ai, ints), (np.bitwise_xor, ai, ints),
+                      (np.logical_or, ab, bools), (np.multiply, ai, ints)):
+        if rx.shape[axis] == 0 and uf.identity is None:
+            continue
+        compare(uf.reduce(x, axis=axis), uf.reduce(rx, axis=axis), 1, uf.__name__)
+        compare(uf.reduce(x, axis=axis, keepdims=True), uf.reduce(rx, axis=axis, keepdims=True), 1, uf.__name__)
+        if rx.size:
+            compare(uf.accumulate(x, axis=axis), uf.accumulate(rx, axis=axis), 1, uf.__name__ + ".accumulate")
+    compare(np.add.reduce(ai, axis=None), np.add.reduce(ints, axis=None), 1, "add.reduce(None)")
+    if len(shape) == 1 and ints.size:
+        compare(np.cumsum(ai), np.cumsum(ints), 1, "cumsum")
+        compare(np.cumprod(ai), np.cumprod(ints), 1, "cumprod")
+    ai.free()
+    ab.free()
+
+
+def test_var_is_stable_and_ddof(team):
+    """Per-rank (mean, M2) pairs merged, never sums of squares: an offset of 1e9 does not wipe out
+    a variance of ~0.3 (a sum of squares would keep no digit of it). Reference: the variance of the
+    exactly shifted values (ref - 1e9 is exact), so the only error left is the rounding of the
+    deviations from the mean near 1e9 (ulp 1.2e-7 against deviations ~0.5: ~1e-6 relative)."""
+    ref = 1e9 + data((31, 6), np.float64, 25, low=-1, high=1)
+    exact = ref - 1e9
+    a = dist_array(ref, ((31, 6), (C, B), None))
+    for axis in (None, 0, 1):
+        for ddof in (0, 1):
+            np.testing.assert_allclose(gathered(np.var(a, axis=axis, ddof=ddof)),
+                                       np.var(exact, axis=axis, ddof=ddof), rtol=2e-6)
+            np.testing.assert_allclose(gathered(a.std(axis=axis, ddof=ddof)),
+                                       np.std(exact, axis=axis, ddof=ddof), rtol=1e-6)
+    a.free()
+
+
+def test_arg_reductions_pick_the_first_in_global_order(team):
+    """Ties and NaNs resolve as NumPy's: the first position in row-major order, whatever rank owns
+    it (a cyclic layout puts later elements on lower ranks)."""
+    ref = np.zeros((12, 5))
+    ref[[2, 7, 11], 3] = 5.0
+    ref[[4, 9], 1] = -5.0
+    nan = ref.copy()
+    nan[8, 0] = nan[10, 4] = np.nan
+    for dist in ((C, N), (BC(2), N), (B, B)):
+        for r in (ref, nan):
+            a = dist_array(r, (r.shape, dist, None))
+            for func in ("argmax", "argmin"):
+                for axis in (None, 0, 1):
+                    compare(getattr(np, func)(a, axis=axis), getattr(np, func)(r, axis=axis), 1, func)
+            a.free()
+
+
+def test_local_axis_needs_no_communication(team):
+    ref = data((10, 8, 3), np.float64, 26)
+    a = dist_array(ref, (ref.shape, (B, N, N), None))
+    a.sum(axis=2)                                   # pools the result's memory
+    comms = Comms()
+    with intercept(comms):
+        s = a.sum(axis=2)
+        m = a.max(axis=1, keepdims=True)
+    assert comms.calls == []
+    compare(s, ref.sum(axis=2), 3, "sum")
+    compare(m, ref.max(axis=1, keepdims=True), 1, "max")
+    del s, m
+    a.free()
+
+
+def test_bad_arguments_raise_alike(team):
+    a = pgas.zeros((6, 4), dist=(B, N))
+    e = pgas.zeros((0, 4), dist=(B, N))
+    cases = [
+        (lambda: np.sum(a, axis=2), np.exceptions.AxisError, "axis 2"),
+        (lambda: np.sum(a, axis=(0, 0)), ValueError, "duplicate"),
+        (lambda: np.var(a, axis=(0, 1, 0)), ValueError, "duplicate"),
+        (lambda: np.sum(a, where=False), TypeError, "where"),
+        (lambda: np.min(e, axis=0), ValueError, "zero-size"),
+        (lambda: np.argmax(e), ValueError, "empty"),
+        (lambda: np.argmax(a, axis=(0, 1)), TypeError, "axis"),
+        (lambda: np.sum(a, out=np.zeros(4)), TypeError, "out"),
+        (lambda: np.mean(a, dtype="U3"), TypeError, "mean"),
+    ]
+    for fn, exc, words in cases:
+        comms = Comms()
+        with intercept(comms), pytest.raises(exc, match=words) as info:
+            fn()
+        assert comms.calls == [], words
+        assert len(set(team.allgather(str(info.value)))) == 1
+    a.free()
+    e.free()
