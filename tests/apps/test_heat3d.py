@@ -114,8 +114,9 @@ def test_hdf5_file_equals_gathered_field(team, shared_tmp):
 def test_halo_depths_and_backends_give_the_same_field(team):
     n = (12, 9, 8)                    # blocks of >= 4 cells along every split at 1-4 ranks
     fields = {}
-    for key in ("depth = 1", "depth = 2", "depth = 4", "depth = 0", 'depth = 3\nbackend = "strict"',
-                'depth = 1\nbackend = "cpu"'):
+    for key in ("depth = 1", "depth = 2\nblock = 1", "depth = 4\nblock = 1", "depth = 0",
+                "depth = 4\nblock = 4", "depth = 4\nblock = 3", "depth = 2\nblock = 0",
+                'depth = 3\nbackend = "strict"', 'depth = 1\nbackend = "cpu"'):
         deck, _ = make_deck(n, t_end=0.003, solver=key)
         heat3d.check(deck, team)
         res = heat3d.simulate(deck, team)
@@ -126,6 +127,13 @@ def test_halo_depths_and_backends_give_the_same_field(team):
             assert res.depth in (1, 2, 4, 8) and res.depth <= smallest
         else:
             assert res.depth == int(key.split()[2])
+        if "block = 4" in key or "block = 3" in key:
+            # temporal blocking: the pass length asked for, with the default tile
+            assert (res.block, res.tile) == (int(key.split()[-1]), 16)
+        elif "block = 1" in key or "strict" in key or key.startswith("depth = 1"):
+            assert (res.block, res.tile) == (1, None)
+        else:
+            assert res.block in (1, res.depth)                       # chosen by timing
         assert res.backend == ("strict" if "strict" in key else "cpu")
     ref = numpy_reference(n, (1, 1, 1), res.steps, res.dt)
     for key, f in fields.items():
@@ -153,6 +161,7 @@ def test_solver_keys_are_validated(team):
     cases = [
         ("depth = 9", "", "[solver] depth = 9 is larger than the smallest block (8 cells along x"),
         ("depth = -1", "", "[solver] depth must be a non-negative integer, got -1"),
+        ("depth = 2\nblock = 4", "", "[solver] block = 4 is larger than [solver] depth = 2"),
         ('backend = "tpu"', "", "[solver] backend must be one of 'auto', 'cpu', 'gpu', 'strict', got 'tpu'"),
         ('backend = "gpu"', "", "[solver] backend = 'gpu' needs [app] device = 'gpu'"),
         ('backend = "strict"', 'device = "gpu"', "[solver] backend = 'strict' runs on the CPU"),
