@@ -1,0 +1,160 @@
+#!/usr/bin/env bash
+# Mutation testing of hpcsuite's core logic with mutmut (PyPI; the `mutation` extra): how many
+# small deliberate bugs ("mutants": an operator, a constant, a comparison changed) the tests catch.
+#
+#   scripts/mutation.sh                      every module below, one after another
+#   scripts/mutation.sh pattern deck         only these modules (names from the list below)
+#   scripts/mutation.sh --list               the modules, their files and their test selections
+#   scripts/mutation.sh --survivors pattern  after a run: the diff of every surviving mutant
+#
+# Per module it copies hpcsuite/ and tests/ into .mutation/NAME/ (ignored by git, and by pytest's
+# collection as a dot-folder), writes mutmut's configuration there (mutate that one file; run that
+# module's fast serial test selection), runs `mutmut run` with one worker under `nice -n 10`, and
+# prints
+#     NAME  killed K / M = R %   (T timeouts, E listed equivalent, S survived, N not covered)
+# where M = total - timeouts - listed equivalent mutants, and the survivors. The equivalent mutants
+# (a changed program that behaves exactly like the original, so no test can tell) are listed in
+# this script with a one-line reason each. MPI tests are not used: mutmut runs pytest in-process
+# (forked per mutant), so the selections are serial tests (patterns over simulated units, deck
+# parsing, script linting). mutmut is installed into .venv when missing (pip, the `mutation` extra).
+#
+# Time: about 2-6 minutes per module on an idle 2-core machine (pattern ~6 min, dist ~4 min,
+# deck ~2 min, lint ~3 min): mutmut first runs the selection once to learn which test reaches which
+# function, then runs, for each mutant, only the tests that reach the mutated function.
+# Results stay in .mutation/NAME/mutants/ (`cd .mutation/NAME && ../../.venv/bin/mutmut browse`).
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$root"
+py="$root/.venv/bin/python"
+
+# name | file to mutate | serial test selection (pytest arguments)
+MODULES=(
+  "pattern|hpcsuite/pgas/pattern.py|tests/pgas/test_pattern.py tests/pgas/test_pattern_properties.py"
+  "dist|hpcsuite/pgas/dist.py|tests/pgas/test_pattern.py tests/pgas/test_pattern_properties.py tests/pgas/test_dist_maps.py"
+  "deck|hpcsuite/deck.py|tests/test_deck.py tests/test_deck_validation.py"
+  "lint|hpcsuite/jobs/lint.py|tests/jobs/test_lint_render.py tests/jobs/test_lint_rules.py tests/jobs/test_site.py"
+)
+
+# Equivalent mutants: "module|mutant name|reason". A mutant listed here is left out of the rate's
+# denominator; its reason says why no test can tell it from the original.
+EQUIVALENT=$(cat <<'EOF'
+EOF
+)
+
+usage() { sed -n '2,25p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
+
+entry() {  # entry NAME -> "name|file|tests" or nothing
+  local m
+  for m in "${MODULES[@]}"; do [ "${m%%|*}" = "$1" ] && { echo "$m"; return; }; done
+}
+
+ensure_mutmut() {
+  if ! "$py" -c "import mutmut, sys; sys.exit(0 if int(mutmut.__version__.split('.')[0]) >= 3 else 1)" 2>/dev/null; then
+    echo "[mutation] installing mutmut into .venv (the 'mutation' extra)"
+    "$py" -m pip install -q "mutmut>=3.3,<4"
+  fi
+}
+
+prepare() {  # prepare NAME FILE TESTS: a fresh work folder with mutmut's configuration
+  local name=$1 file=$2 tests=$3 work="$root/.mutation/$1" t
+  rm -rf "$work"; mkdir -p "$work"
+  # rsync is not everywhere; tar keeps the tree and leaves the caches out
+  tar -C "$root" --exclude=__pycache__ --exclude=.hypothesis -cf - hpcsuite tests pyproject.toml | tar -C "$work" -xf -
+  local have=()
+  for t in $tests; do
+    if [ -e "$work/$t" ]; then have+=("$t"); else echo "[mutation] $name: warning: $t does not exist, left out" >&2; fi
+  done
+  {
+    echo "[mutmut]"
+    echo "source_paths = hpcsuite"
+    echo "only_mutate = $file"
+    echo "pytest_add_cli_args_test_selection ="
+    for t in "${have[@]}"; do echo "    $t"; done
+    echo "pytest_add_cli_args ="
+    echo "    -p"
+    echo "    no:cacheprovider"
+    echo "    -o"
+    echo "    addopts="
+    echo "use_git_change_detection = false"
+  } > "$work/setup.cfg"
+}
+
+report() {  # report NAME: counts from `mutmut results --all true`, the rate, the survivors
+  local name=$1 work="$root/.mutation/$1"
+  (cd "$work" && "$py" -m mutmut results --all true) > "$work/results.txt" 2>/dev/null || true
+  EQUIV="$EQUIVALENT" "$py" - "$name" "$work/results.txt" <<'EOF'
+import collections, os, sys
+name, path = sys.argv[1], sys.argv[2]
+status = {}
+for line in open(path):
+    key, sep, st = line.strip().rpartition(": ")
+    if sep and "__mutmut_" in key:
+        status[key] = st
+equiv = {}
+for line in os.environ["EQUIV"].splitlines():
+    if line.count("|") >= 2:
+        mod, key, why = line.split("|", 2)
+        if mod == name:
+            equiv[key] = why
+count = collections.Counter(status.values())
+total = len(status)
+killed = count["killed"] + count["caught by type check"]
+timeouts = count["timeout"]
+listed = [k for k in equiv if k in status and status[k] != "killed"]
+stale = [k for k in equiv if k not in status or status[k] == "killed"]
+survivors = sorted(k for k, s in status.items() if s not in ("killed", "timeout", "caught by type check")
+                   and k not in equiv)
+denom = total - timeouts - len(listed)
+rate = 100.0 * killed / denom if denom else float("nan")
+print(f"{name:8s} killed {killed} / {denom} = {rate:.1f} %   ({total} mutants: {timeouts} timeouts, "
+      f"{len(listed)} listed equivalent, {count['survived']} survived, {count['no tests']} not covered"
+      + "".join(f", {n} {s}" for s, n in count.items()
+                if s not in ("killed", "timeout", "survived", "no tests", "caught by type check")) + ")")
+for k in survivors:
+    print(f"    survived: {k} ({status[k]})")
+for k in stale:
+    print(f"    note: listed as equivalent but {'killed' if k in status else 'not generated'}: {k}")
+EOF
+}
+
+names=()
+survivors=0
+while [ $# -gt 0 ]; do
+  case "$1" in
+    -h|--help) usage; exit 0 ;;
+    --list) for m in "${MODULES[@]}"; do IFS='|' read -r n f t <<< "$m"; printf '%-8s %-28s %s\n' "$n" "$f" "$t"; done; exit 0 ;;
+    --survivors) survivors=1 ;;
+    -*) echo "[mutation] unknown option '$1' (see --help)" >&2; exit 2 ;;
+    *) [ -n "$(entry "$1")" ] || { echo "[mutation] unknown module '$1' (known: $(for m in "${MODULES[@]}"; do printf '%s ' "${m%%|*}"; done))" >&2; exit 2; }
+       names+=("$1") ;;
+  esac
+  shift
+done
+[ ${#names[@]} -gt 0 ] || for m in "${MODULES[@]}"; do names+=("${m%%|*}"); done
+
+if [ "$survivors" = 1 ]; then
+  for n in "${names[@]}"; do
+    work="$root/.mutation/$n"
+    [ -d "$work/mutants" ] || { echo "[mutation] $n: no run yet" >&2; continue; }
+    (cd "$work" && "$py" -m mutmut results 2>/dev/null | sed -n 's/^ *\([^:]*\): .*/\1/p' |
+       while read -r k; do "$py" -m mutmut show "$k" 2>/dev/null; echo; done)
+  done
+  exit 0
+fi
+
+ensure_mutmut
+summary=()
+for n in "${names[@]}"; do
+  IFS='|' read -r name file tests <<< "$(entry "$n")"
+  echo "=== $name: $file ($tests) ==="
+  prepare "$name" "$file" "$tests"
+  t0=$SECONDS
+  (cd "$root/.mutation/$name" && nice -n 10 "$py" -m mutmut run --max-children 1) > "$root/.mutation/$name.log" 2>&1 \
+    || { echo "[mutation] $name: mutmut failed, see .mutation/$name.log" >&2; tail -20 "$root/.mutation/$name.log" >&2; exit 1; }
+  line=$(report "$name")
+  echo "$line"
+  echo "    ($((SECONDS - t0)) s; log .mutation/$name.log)"
+  summary+=("$(head -1 <<< "$line")")
+done
+echo "=== kill rates (killed / (mutants - timeouts - listed equivalent)) ==="
+printf '%s\n' "${summary[@]}"
