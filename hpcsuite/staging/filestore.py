@@ -16,9 +16,10 @@ Python) and checksums and writes from the mapping.
 """
 from __future__ import annotations
 
+import itertools
+import secrets
 import json
 import os
-import secrets
 from pathlib import Path
 
 from .checksum import hasher
@@ -36,28 +37,22 @@ def default_tmpfs_root() -> Path:
 
 
 _CREATE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
+_SEQ = itertools.count()     # temporaries: <pid>-<n> is unique among live processes; O_EXCL and a
+                             # retry step over one left behind by a dead process with the same pid
 
 
-def _atomic_write_bytes(path: Path, data: bytes, fsync: bool) -> None:
-    tmp = path.with_name(f".{path.name}.tmp-{secrets.token_hex(4)}")
-    fd = os.open(tmp, _CREATE, 0o600)
-    try:
-        write_all(fd, memoryview(data))
-        if fsync:
-            os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
+def _tmp_beside(path: str) -> str:
+    """A hidden temporary name in the folder of ``path`` (unique to this process and call)."""
+    folder, base = path.rsplit("/", 1)
+    return f"{folder}/.{base}.tmp-{os.getpid()}-{next(_SEQ)}"
 
 
 class _FileWriter(Writer):
     def __init__(self, store: "FileStore", name: str, algorithm: str):
         super().__init__(name, algorithm)
         self.store = store
-        self.final = store.path(name)
-        self.final.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        self.tmp = self.final.with_name(f".{self.final.name}.tmp-{os.getpid()}-{secrets.token_hex(4)}")
-        self.fd = os.open(self.tmp, _CREATE, 0o600)
+        self.final = store._dpath(name)
+        self.tmp, self.fd = store._create_beside(self.final)
 
     def _write(self, mv):
         write_all(self.fd, mv)
@@ -73,7 +68,10 @@ class _FileWriter(Writer):
 
     def _abort(self):
         os.close(self.fd)
-        self.tmp.unlink(missing_ok=True)
+        try:
+            os.unlink(self.tmp)
+        except FileNotFoundError:
+            pass
 
 
 class FileStore(Store):
@@ -102,21 +100,49 @@ class FileStore(Store):
         self.checksum = self._algorithm(checksum)
         for sub in ("", "data", "meta"):
             (self.root / sub).mkdir(parents=True, exist_ok=True, mode=0o700)
+        self._droot, self._mroot = str(self.root / "data"), str(self.root / "meta")
+        self._folders: set[str] = set()          # folders this client made or found (fewer mkdirs)
 
     def __repr__(self):
         return f"{type(self).__name__}({str(self.root)!r})"
 
     def path(self, name: str) -> Path:
         """The file holding object ``name`` (a program may write it in place, then :meth:`commit_path`)."""
-        return self.root / "data" / check_name(name)
+        return Path(self._dpath(check_name(name)))
 
-    def _meta(self, name: str) -> Path:
-        return self.root / "meta" / f"{name}.json"
+    def _dpath(self, name: str) -> str:
+        return f"{self._droot}/{name}"
+
+    def _meta(self, name: str) -> str:
+        return f"{self._mroot}/{name}.json"
+
+    def _create_beside(self, path: str) -> tuple[str, int]:
+        """A new hidden temporary file beside ``path``, opened for writing: ``(its path, fd)``;
+        its folder is made (0700) the first time it is needed."""
+        folder = path.rsplit("/", 1)[0]
+        if folder not in self._folders:
+            os.makedirs(folder, mode=0o700, exist_ok=True)
+            self._folders.add(folder)
+        for attempt in range(8):
+            tmp = _tmp_beside(path)
+            try:
+                return tmp, os.open(tmp, _CREATE, 0o600)
+            except FileNotFoundError:            # the folder went away since: make it again
+                os.makedirs(folder, mode=0o700, exist_ok=True)
+            except FileExistsError:              # left behind by a dead process: the next name
+                pass
+        raise StagingError(f"cannot create a temporary file beside {path}")
 
     def _record(self, info: ObjectInfo) -> None:
         m = self._meta(info.name)
-        m.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        _atomic_write_bytes(m, json.dumps(record_of(info)).encode(), self.fsync)
+        tmp, fd = self._create_beside(m)
+        try:
+            write_all(fd, memoryview(json.dumps(record_of(info)).encode()))
+            if self.fsync:
+                os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, m)
 
     def commit_path(self, name: str, checksum: str | None = None) -> ObjectInfo:
         """Register the file at :meth:`path` ``(name)``, written in place by a program (for instance a
@@ -140,8 +166,12 @@ class FileStore(Store):
 
     def info(self, name):
         try:
-            with open(self._meta(check_name(name)), "rb") as f:
-                meta = json.loads(f.read())
+            fd = os.open(self._meta(check_name(name)), os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+            try:
+                raw = b"".join(iter(lambda: os.read(fd, 1 << 16), b""))
+            finally:
+                os.close(fd)
+            meta = json.loads(raw)
         except FileNotFoundError:
             raise StagingError(f"no object {name!r} in the {self.backend} store at {self.root}") from None
         except ValueError as exc:
@@ -211,7 +241,7 @@ class FileStore(Store):
 
     def _open(self, info):
         try:
-            return open(self.path(info.name), "rb", buffering=0)
+            return open(self._dpath(info.name), "rb", buffering=0)
         except FileNotFoundError:
             raise StagingError(f"object {info.name!r}: its data file is missing from {self.root}") from None
 
@@ -228,8 +258,11 @@ class FileStore(Store):
         return sorted(out)
 
     def delete(self, name):
-        self._meta(check_name(name)).unlink(missing_ok=True)
-        self.path(name).unlink(missing_ok=True)
+        for p in (self._meta(check_name(name)), self._dpath(name)):
+            try:
+                os.unlink(p)
+            except FileNotFoundError:
+                pass
 
 
 class TmpfsStore(FileStore):

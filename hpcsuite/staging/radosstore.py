@@ -12,7 +12,7 @@ in one compound operation (``write_full`` + record + xattr: atomic in RADOS): th
 The head is created exclusively; only when the object already exists is the old record read, the
 head rewritten, and the previous generation's chunks removed after the commit. Readers read the
 head (first chunk and record at once) and prefetch the other chunks asynchronously, checksumming
-each as it arrives. :meth:`RadosStore.put_many` and :meth:`RadosStore.get_many` keep up to
+each as it arrives. :meth:`RadosStore.put_many` and :meth:`RadosStore.iter_many` keep up to
 ``inflight`` objects in flight.
 
 Heads of the first form (namespace ``meta`` holding only a JSON record with ``sha256``, every chunk
@@ -491,52 +491,46 @@ class RadosStore(Store):
             self._replace_head(info, gen, 1, first)
         return out
 
-    def get_many(self, names, verify=True):
-        """The bytes of many objects with up to ``inflight`` head reads in flight (an object of up
-        to 4 MiB is its head: one read), each verified as it arrives. Local."""
+    def iter_many(self, names, verify=True):
+        """``(name, bytes)`` of many objects with up to ``inflight`` head reads in flight (an object
+        of up to 4 MiB is its head: one read), each verified as it arrives. Local."""
         names = [check_name(n) for n in names]
-        out: list = [None] * len(names)
-        window = _Window(self.inflight)
+        pending: deque = deque()
 
-        def issue(i):
+        def issue(name):
             box = {}
 
             def done(comp, data, box=box):
                 box["data"] = data
-
-            def then(rv, i=i, box=box):
+            try:
+                pending.append((name, self.meta.aio_read(name, _HEAD_READ, 0, done), box))
+            except Exception as exc:  # noqa: BLE001
+                raise _err(f"reading {name!r}", exc) from None
+        nxt = 0
+        try:
+            while nxt < len(names) or pending:
+                while nxt < len(names) and len(pending) < self.inflight:
+                    issue(names[nxt])
+                    nxt += 1
+                name, comp, box = pending.popleft()
+                rv = _rv(comp)
                 if rv == -errno.ENOENT:
-                    raise self._missing(names[i])
+                    raise self._missing(name)
                 if rv < 0:
-                    raise _err(f"reading {names[i]!r}", OSError(-rv, os.strerror(-rv)))
-                raw = box["data"] if rv > 0 else b""       # (the binding trims it to rv bytes)
-                rec, first = _parse_head(names[i], raw)
+                    raise _err(f"reading {name!r}", OSError(-rv, os.strerror(-rv)))
+                rec, first = _parse_head(name, box["data"] if rv > 0 else b"")  # (trimmed to rv)
                 if first is None or rec["n"] > 1:
-                    out[i] = None                        # chunks to fetch: read it on its own below
-                    return
-                info = info_from_record(names[i], rec)
+                    yield name, self.get_bytes(name, verify)     # further chunks: on its own
+                    continue
                 if verify:
+                    info = info_from_record(name, rec)
                     h = verifier(info)
                     h.update(first)
                     check_read(info, h, first.nbytes)
-                out[i] = bytes(first)                    # (the head's trailing record cut off)
-            window.room()
-            try:
-                comp = self.meta.aio_read(names[i], _HEAD_READ, 0, done)
-            except Exception as exc:  # noqa: BLE001
-                raise _err(f"reading {names[i]!r}", exc) from None
-            window.add(comp, f"reading {names[i]!r}", then)
-        try:
-            for i in range(len(names)):
-                issue(i)
-            window.drain()
-        except BaseException:
-            window.cancel()
-            raise
-        for i, b in enumerate(out):
-            if b is None:
-                out[i] = self.get_bytes(names[i], verify)
-        return out
+                yield name, bytes(first)                    # (the head's trailing record cut off)
+        finally:
+            for _, comp, _ in pending:
+                comp.wait_for_complete()
 
     def list(self, prefix=""):
         import rados

@@ -4,7 +4,7 @@ Keys in the bucket: ``data/<name>`` (the bytes, uploaded in 8 MiB multipart part
 streamed) and ``meta/<name>`` (JSON size, checksum and its algorithm, written after the data: the
 commit record; records of the first form, with ``sha256`` only, are still read). Timeouts and a
 small retry count make a dead gateway an error within ``timeout`` seconds. Batches
-(:meth:`S3Store.put_many`, :meth:`S3Store.get_many`) keep ``inflight`` requests in flight from a
+(:meth:`S3Store.put_many`, :meth:`S3Store.iter_many`) keep ``inflight`` requests in flight from a
 pool of threads (boto3 clients are thread-safe).
 """
 from __future__ import annotations
@@ -152,10 +152,12 @@ class S3Store(Store):
             check_name(n)
         return self._batch(lambda p: self.put_bytes(p[0], p[1], alg), pairs)
 
-    def get_many(self, names, verify=True):
-        """The bytes of many objects, ``INFLIGHT`` requests in flight, each verified. Local."""
+    def iter_many(self, names, verify=True):
+        """``(name, bytes)`` of many objects, ``INFLIGHT`` requests in flight, each verified. Local."""
+        from concurrent.futures import ThreadPoolExecutor
         names = [check_name(n) for n in names]
-        return self._batch(lambda n: self.get_bytes(n, verify), names)
+        with ThreadPoolExecutor(max_workers=INFLIGHT) as pool:
+            yield from zip(names, pool.map(lambda n: self.get_bytes(n, verify), names))
 
     def info(self, name):
         try:

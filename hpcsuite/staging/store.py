@@ -330,7 +330,7 @@ class Store:
     def writer(self, name: str, checksum: str | None = None) -> Writer:
         """A :class:`Writer` for ``name`` (replaces the object when committed); ``checksum``: its
         algorithm (default: the store's). Local."""
-        return self._writer(check_name(name), self._algorithm(checksum))
+        return self._writer(name, self._algorithm(checksum))      # (the Writer checks the name)
 
     def open(self, name: str, verify: bool = True) -> BinaryIO:
         """A reader of the whole object (``read``/``readinto``); with ``verify``, reaching the end
@@ -402,11 +402,16 @@ class Store:
             check_name(n)
         return [self.put_bytes(n, d, checksum) for n, d in pairs]
 
+    def iter_many(self, names: Iterable[str], verify: bool = True) -> Iterator[tuple[str, bytes]]:
+        """``(name, bytes)`` of many objects, in order, each verified, while the next ones are
+        already being fetched (backends keep several in flight); only what the caller keeps stays in
+        memory. Local."""
+        for n in [check_name(n) for n in names]:
+            yield n, self.get_bytes(n, verify)
+
     def get_many(self, names: Iterable[str], verify: bool = True) -> list[bytes]:
-        """The bytes of many objects, in order, each verified; backends keep several in flight.
-        Local."""
-        names = [check_name(n) for n in names]
-        return [self.get_bytes(n, verify) for n in names]
+        """The bytes of many objects, in order, each verified (:meth:`iter_many`). Local."""
+        return [data for _, data in self.iter_many(names, verify)]
 
     def put_array(self, name: str, array, checksum: str | None = None) -> ObjectInfo:
         """Store a NumPy array in ``.npy`` format (dtype, shape and order kept). Local.

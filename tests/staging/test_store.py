@@ -188,7 +188,7 @@ def test_records_of_the_first_form_still_read(store, tmp_path):
     """Objects committed before the algorithm was recorded: ``{"size", "sha256"}`` records."""
     data = os.urandom(CHUNK + 5)
     store.put_bytes("old", data)
-    store._meta("old").write_text(json.dumps({"size": len(data), "sha256": hashlib.sha256(data).hexdigest()}))
+    (store.root / "meta" / "old.json").write_text(json.dumps({"size": len(data), "sha256": hashlib.sha256(data).hexdigest()}))
     info = store.info("old")
     assert (info.algorithm, info.checksum) == ("sha256", hashlib.sha256(data).hexdigest())
     assert store.get_bytes("old") == data and store.list() == ["old"]
