@@ -239,12 +239,21 @@ def ufunc_call(ufunc: np.ufunc, inputs, kwargs) -> "DistArray | tuple":
         if where is False:
             w = False
         call = {**opts, "out": tuple(r.local for r in results)}
-        if w is not True:
-            call["where"] = w
-        ufunc(*blocks, **call)
+        xp = ops.ref.device.xp
+        if w is True:
+            ufunc(*blocks, **call)
+        elif xp is np:
+            ufunc(*blocks, where=w, **call)
+        elif w is not False:            # CuPy's ufuncs take no where=: compute, then select
+            for r, v in zip(results, _as_tuple(ufunc(*blocks, **opts))):
+                r.local[...] = xp.where(w, v, r.local)
     finally:
         ops.free()
     return results[0] if ufunc.nout == 1 else tuple(results)
+
+
+def _as_tuple(x):
+    return x if isinstance(x, tuple) else (x,)
 
 
 def where(condition, x, y) -> DistArray:
