@@ -94,8 +94,30 @@ intersphinx_timeout = 10
 _offline = [n for n in _EXTERNAL if n not in intersphinx_mapping]
 nitpick_ignore_regex = []
 _modules = {"python": r"(builtins|typing|collections|pathlib|argparse|types|enum|dataclasses|"
-                      r"concurrent|threading|subprocess|io|os|contextlib|abc)",
+                      r"concurrent|threading|subprocess|io|os|contextlib|abc|importlib|signal|json|functools)",
             "numpy": "numpy", "scipy": "scipy", "mpi4py": "mpi4py", "h5py": "h5py",
             "cupy": "(cupy|cupyx)"}
 for _name in _offline:
     nitpick_ignore_regex.append((r"py:.*", _modules[_name] + r"(\..*)?"))
+
+# Broken references in files that other work owned while this configuration was written; each is a
+# docstring to fix in that file, after which its entry here should go (the build says nothing about
+# an entry that no longer matches, so check with a build without them now and then).
+nitpick_ignore = [
+    # hpcsuite/tune/targets.py: the module docstring names Target.run / Target.prepare, which have no
+    # docstrings (so are not documented)
+    ("py:meth", "Target.run"), ("py:meth", "Target.prepare"),
+    # hpcsuite/solvers/stencil.py: StencilSolver.stats is an attribute without documentation
+    ("py:attr", "StencilSolver.stats"), ("py:attr", "stats"), ("py:meth", "run"),
+    # hpcsuite/staging/store.py: Store.posix refers to :meth:`path` (Store.path is not documented)
+    ("py:meth", "path"),
+    # hpcsuite/les/subgrid.py, advection.py: the operators of hpcsuite.les.ops are registry entries
+    # without docstrings of their own
+    ("py:data", "ops.strain2"), ("py:data", "ops.momentum_diffusion"), ("py:data", "ops.tke_closure"),
+    ("py:data", "ops.face_diffusivities"), ("py:data", "ops.scalar_diffusion"),
+    ("py:data", "hpcsuite.les.ops.advection.face_velocities"),
+    # hpcsuite/les/statistics.py: zi_dales refers to the private helper _group_sums
+    ("py:func", "_group_sums"),
+    # hpcsuite/les/cases.py: dales_bomex_series refers to the constant DALES_TMSER (no doc comment)
+    ("py:data", "DALES_TMSER"),
+]

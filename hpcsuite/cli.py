@@ -53,6 +53,7 @@ def _add_set_option(parser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The parser of the ``hpcsuite`` command and its sub-commands (the docs print its help). Local."""
     p = _Parser(prog="hpcsuite", description="hpcsuite: MPI-parallel scientific computing suite "
                 "(PGAS arrays, CPU/GPU solvers, autotuning, job-temporary storage, SLURM job scripts).",
                 epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)

@@ -54,6 +54,7 @@ class Field:
         return self.default is _REQUIRED
 
     def convert(self, value):  # pragma: no cover - abstract
+        """The checked (and converted) value, or ``ValueError(problem)``. Local."""
         raise NotImplementedError
 
 

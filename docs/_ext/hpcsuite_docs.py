@@ -62,6 +62,14 @@ def _cell(text: str) -> str:
     return " ".join(str(text).split()) or " "
 
 
+def _text(text: str) -> str:
+    """Plain text (a deck key's help) as reST that shows it verbatim: markup characters escaped."""
+    out = _cell(text)
+    for ch in "\\*`|_[]":
+        out = out.replace(ch, "\\" + ch)
+    return out
+
+
 def builtin_apps() -> list:
     """The application modules of :mod:`hpcsuite.apps`, by name."""
     pkg = importlib.import_module("hpcsuite.apps")
@@ -92,7 +100,7 @@ def deck_rst() -> list[str]:
                 else:
                     default = "required" if f.required else f"``{_toml(f.default)}``"
                 out += [f"   * - ``{key}``", f"     - {_cell(_kind(f))}", f"     - {default}",
-                        f"     - {_cell(f.help).replace('*', chr(92) + '*')}"]
+                        f"     - {_text(f.help)}"]
             out.append("")
     return out
 
@@ -189,9 +197,12 @@ class ModulesDirective(_Generated):
     (the module's own guide), so a new module appears without editing the page."""
 
     required_arguments = 1
+    option_spec = {"no-members": lambda arg: True}
 
     def make(self):
-        pkg = importlib.import_module(self.arguments[0])
+        return self._package(importlib.import_module(self.arguments[0]))
+
+    def _package(self, pkg) -> list[str]:
         out = []
         for m in sorted(pkgutil.iter_modules(pkg.__path__), key=lambda m: m.name):
             if m.name.startswith("_"):
@@ -199,7 +210,9 @@ class ModulesDirective(_Generated):
             name = f"{pkg.__name__}.{m.name}"
             mod = importlib.import_module(name)
             out += [f"``{name}``", "-" * (len(name) + 4), "", f".. automodule:: {name}"]
-            if hasattr(mod, "__all__"):
+            if "no-members" in self.options:
+                out.append("   :no-members:")
+            elif hasattr(mod, "__all__"):
                 # the module's own public names, and what the package exports from it
                 members = list(mod.__all__) + [
                     n for n in getattr(pkg, "__all__", ()) if n not in mod.__all__
@@ -207,6 +220,8 @@ class ModulesDirective(_Generated):
                 out.append("   :members: " + ", ".join(members) if members else "   :no-members:")
                 out.append("   :ignore-module-all:")
             out.append("")
+            if m.ispkg:                               # a subpackage: its modules too
+                out += self._package(mod)
         return out
 
 
@@ -304,6 +319,8 @@ def _resolve_alias(app, env, node, contnode):
         candidates.append(f"{modname}.{target}")
         if target.startswith("."):
             candidates.append(modname + target)
+        # a sibling module's name, as the code imports it (``fused.edges`` in hpcsuite.les.x)
+        candidates.append(f"{modname.rpartition('.')[0]}.{target}")
     documented = _documented(env)
     for cand in candidates:
         if not cand.lstrip(".").startswith("hpcsuite"):

@@ -68,6 +68,7 @@ class GridTeams:
         self.r, self.c = self.grid.coords
 
     def free(self) -> None:
+        """Free the row, column and grid communicators. Collective."""
         for t in (self.row, self.col, self.grid):
             t.free()
 
