@@ -1,0 +1,147 @@
+"""DistArray's NumPy interface vs NumPy on the local block and vs Heat, same data, ranks and threads.
+
+    mpiexec -n 2 .venv-heat/bin/python bench/pgas_numpy.py      # with Heat (bench/setup_heat_env.sh)
+    mpiexec -n 2 .venv/bin/python bench/pgas_numpy.py           # without Heat: the NumPy columns only
+    HPCSUITE_BENCH_ROWS=2000 ...                                 # problem size (rows; columns = rows / 2)
+
+Rows (an ``n x n/2`` float64 array ``x`` and ``y``, rows BLOCKED over the ranks; Heat: split=0):
+
+* ``sqrt(x*2 + y) - 1``: an elementwise chain of same-pattern operands (no communication). Its
+  NumPy reference is the same chain on this rank's block (the goal: within 1.1x of it).
+* ``x.sum(axis=0)``, ``x.sum(axis=1)``, ``x.sum()``: reductions along each axis and over all.
+* ``x.T @ y``: a transpose (a Heat split change / our local transpose) and a matrix product
+  (SUMMA here, Heat's own matmul).
+* ``x + z`` with ``z`` split along columns (BLOCKED columns; Heat: split=1): one operand is
+  redistributed first.
+* ``max(x*2+y)`` after ``np.abs``: chain + reduction.
+
+Each sample is the slowest rank's time after a barrier; the variants are interleaved sample by
+sample and the median of each is printed with the ratios. Torch (Heat) gets the same number of
+threads as NumPy's BLAS here (``common.THREADS``), set before Heat runs.
+
+Memory: the extra array-sized buffers a chain of 3 temporaries leaves at its peak, ours (windows
+made or kept in the pool, from ``pgas.memory``) vs NumPy's (``tracemalloc`` peak over the block).
+"""
+import os
+import statistics
+import time
+import tracemalloc
+import warnings
+
+import numpy as np
+from mpi4py import MPI
+
+from common import COMM, THREADS, Table
+
+from hpcsuite import pgas
+from hpcsuite.pgas import memory
+
+warnings.filterwarnings("ignore")
+try:
+    import torch
+    torch.set_num_threads(THREADS)               # equal threads, before Heat runs anything
+    import heat as ht
+except Exception as exc:                         # noqa: BLE001 - no Heat environment
+    ht, why = None, f"{type(exc).__name__}: {exc}"
+
+rank, size = COMM.Get_rank(), COMM.Get_size()
+n = int(os.environ.get("HPCSUITE_BENCH_ROWS", "2000"))
+shape = (n, n // 2)
+rng = np.random.default_rng(1)
+X = rng.standard_normal(shape)
+Y = rng.standard_normal(shape)
+R = pgas.BLOCKED
+x = pgas.from_numpy(X, dist=(R, pgas.NONE), root=None)
+y = pgas.from_numpy(Y, dist=(R, pgas.NONE), root=None)
+z = pgas.from_numpy(Y, dist=(pgas.NONE, R), root=None)
+xl, yl = x.local.copy(), y.local.copy()           # NumPy: the same block, plain memory
+if ht is not None:
+    hx = ht.array(X, split=0)
+    hy = ht.array(Y, split=0)
+    hz = ht.array(Y, split=1)
+
+
+def sample(fn) -> float:
+    COMM.Barrier()
+    t0 = time.perf_counter()
+    fn()
+    return COMM.allreduce(time.perf_counter() - t0, op=MPI.MAX)
+
+
+def race(variants: dict, repeat: int = 9) -> dict:
+    """Median time of each variant, samples interleaved (variant by variant, round by round)."""
+    for fn in variants.values():
+        fn()                                     # warm-up (pools, plans, caches)
+    times = {k: [] for k in variants}
+    for _ in range(repeat):
+        for k, fn in variants.items():
+            times[k].append(sample(fn))
+    return {k: statistics.median(v) for k, v in times.items()}
+
+
+def check(got, want, what):
+    got = got.to_numpy() if isinstance(got, pgas.DistArray) else np.asarray(got)
+    assert np.allclose(got, want, rtol=1e-9, atol=1e-9), what
+
+
+def heat_np(h):
+    return h.numpy() if hasattr(h, "numpy") else np.asarray(h)
+
+
+rows = [
+    ("sqrt(x*2+y) - 1", lambda: np.sqrt(abs(x * 2 + y)) - 1, lambda: np.sqrt(abs(xl * 2 + yl)) - 1,
+     (lambda: ht.sqrt(ht.abs(hx * 2 + hy)) - 1) if ht else None, np.sqrt(abs(X * 2 + Y)) - 1),
+    ("x.sum(axis=0)", lambda: x.sum(axis=0), lambda: xl.sum(axis=0),
+     (lambda: hx.sum(axis=0)) if ht else None, X.sum(axis=0)),
+    ("x.sum(axis=1)", lambda: x.sum(axis=1), lambda: xl.sum(axis=1),
+     (lambda: hx.sum(axis=1)) if ht else None, X.sum(axis=1)),
+    ("x.sum()", lambda: x.sum(), lambda: xl.sum(), (lambda: hx.sum().item()) if ht else None, X.sum()),
+    ("max(|x*2+y|)", lambda: abs(x * 2 + y).max(), lambda: abs(xl * 2 + yl).max(),
+     (lambda: ht.abs(hx * 2 + hy).max().item()) if ht else None, abs(X * 2 + Y).max()),
+    ("x + z (z column-split)", lambda: x + z, None, (lambda: hx + hz) if ht else None, X + Y),
+    ("x.T @ y", lambda: x.T @ y, None, (lambda: hx.T @ hy) if ht else None, X.T @ Y),
+]
+
+tab = Table(f"DistArray NumPy interface, {shape[0]} x {shape[1]} float64, {THREADS} thread(s)/rank "
+            f"(median of 9, interleaved)",
+            ["operation", "ours ms", "NumPy block ms", "ours/NumPy", "Heat ms", "Heat/ours"])
+for name, ours, local, heat, want in rows:
+    check(ours(), want, name)
+    if heat is not None and name not in ("x.T @ y",):
+        h = heat()
+        if hasattr(h, "split") and h.split is not None:
+            h = h.resplit_(None) if hasattr(h, "resplit_") else h
+        np.testing.assert_allclose(heat_np(h) if not np.isscalar(h) else h, want, rtol=1e-9, atol=1e-9)
+    variants = {"ours": ours}
+    if local is not None:
+        variants["numpy"] = local
+    if heat is not None:
+        variants["heat"] = heat
+    t = race(variants)
+    tab.add(name, t["ours"] * 1e3, t["numpy"] * 1e3 if local else "-",
+            t["ours"] / t["numpy"] if local else "-", t["heat"] * 1e3 if heat else "-",
+            t["heat"] / t["ours"] if heat else "-")
+tab.show()
+if rank == 0 and ht is None:
+    print(f"(Heat not importable here: {why}; NumPy columns only)")
+
+
+# ---------------------------------------------------------------------- memory of a chain
+block = xl.nbytes
+memory.drain_pool()
+live0 = pgas.live_segments()
+r = ((x * 2 + y) * 3 - x) / 2                    # 3 temporaries, then the result
+extra_ours = (pgas.live_segments() - live0 - 1) + memory.pooled_segments()
+del r
+tracemalloc.start()
+rn = ((xl * 2 + yl) * 3 - xl) / 2
+peak = tracemalloc.get_traced_memory()[1]
+tracemalloc.stop()
+extra_np = peak / block - 1
+del rn
+mem = Table("Memory of ((x*2 + y)*3 - x)/2: array-sized buffers besides the result, at the peak",
+            ["", "ours (windows live or pooled)", "NumPy (tracemalloc peak / block - 1)"])
+mem.add("buffers", extra_ours, round(extra_np, 2))
+mem.show()
+for a in (x, y, z):
+    a.free()
