@@ -166,3 +166,16 @@ def test_bad_arguments_raise_alike(team):
         assert len(set(team.allgather(str(info.value)))) == 1
     a.free()
     e.free()
+
+
+def test_tuple_axes(team):
+    ref = data((5, 6, 7), np.float64, 27)
+    a = dist_array(ref, (ref.shape, (C, B, N), None))
+    for axis in ((0, 1), (0, 2), (1, 2), (0, 1, 2), (-1, 0)):
+        for keepdims in (False, True):
+            for func in ("sum", "mean", "max", "any", "prod"):
+                compare(getattr(np, func)(a, axis=axis, keepdims=keepdims),
+                        getattr(np, func)(ref, axis=axis, keepdims=keepdims), ref.size, func)
+    with pytest.raises(TypeError, match="one int"):
+        np.var(a, axis=(0, 1))
+    a.free()
