@@ -35,11 +35,14 @@ core cannot saturate the memory bus, a sweep is as fast or faster: the redundant
 Choose ``T`` and ``tile`` by timing (the solver does).
 
 Implementations as for the single sweeps: ``"numba"`` (NumPy arrays; threads over tiles),
-``"portable"`` (``T`` sweeps through one scratch array: the reference), ``"cupy"`` (``T`` CUDA
-sweeps through one scratch array). All functions are local.
+``"portable"`` (``T`` sweeps through one scratch array: the reference), ``"cupy"`` (2.5-D
+blocking: a thread block per (j, k) tile streams along i, the intermediate steps in shared
+memory, :data:`CUDA_STEPS_SOURCE`; at most :data:`CUDA_MAX_STEPS` steps per launch). All
+functions are local.
 """
 from __future__ import annotations
 
+import functools
 from typing import Sequence
 
 import numpy as np
@@ -47,7 +50,8 @@ import numpy as np
 from . import kernels
 from .backend import Backend
 
-__all__ = ["stencil7_steps", "stencil27_steps", "check_step_regions", "DEFAULT_TILE"]
+__all__ = ["stencil7_steps", "stencil27_steps", "check_step_regions", "DEFAULT_TILE", "CUDA_STEPS_SOURCE",
+           "CUDA_MAX_STEPS", "CUDA_TILE", "cuda_steps_launch"]
 
 numba = kernels.numba
 
@@ -152,7 +156,10 @@ def _run(kind: int, u, out, coeffs, regs, tile: int, how: str, backend) -> None:
         if dst is not out:
             _assign(out, dst, regs[-1])
         return
-    # portable / cupy: the single sweeps; level s lives in a (a copy of u), each step writes its
+    if how == "cupy":
+        _cuda_steps(kind, u, out, coeffs, regs)
+        return
+    # portable: the single sweeps; level s lives in a (a copy of u), each step writes its
     # region into b and copies it back, so cells outside a step's region keep their values
     sweep = kernels.stencil7 if kind == 7 else kernels.stencil27
     args = tuple(coeffs) if kind == 7 else (tuple(coeffs),)
@@ -302,3 +309,149 @@ def _nb_steps(kind, u, out, w0, w1, w2, w3, reg, tile):  # pragma: no cover - co
                              j0, j1, k0, k1, w0, w1, w2, w3)
                 if s < T - 1:
                     _ring(buf, dp, oj, ok, u, i, j0, j1, k0, k1, jw0, jw1)
+
+
+# ---------------------------------------------------------------------- CUDA (GPU)
+#: Most steps one CUDA launch takes (the shared memory holds 3 planes of each intermediate step).
+CUDA_MAX_STEPS = 4
+#: Threads per block along k and j: the tile of the first step; the last step's tile is
+#: ``2 (T - 1)`` cells narrower in each direction (the trapezoid).
+CUDA_TILE = (32, 16)
+
+#: 2.5-D temporal blocking: each thread block owns a (j, k) tile and streams along i; at wavefront
+#: position w step s updates plane i = w - s of its tile, reading step s - 1's planes i - 1, i,
+#: i + 1 from a ring of three shared-memory planes per intermediate step (level 0 from global
+#: memory), and the last step writes to global memory. Each cell: the expression of
+#: kernels.CUDA_SOURCE in the same order, --fmad=false: identical to T single sweeps.
+#: The HPC_* macros let the same source run in the CPU emulation of the tests (g++, threads of a
+#: block in turn): there one thread runs every thread's share of each phase between barriers, so
+#: nothing but shared memory carries values across a barrier.
+CUDA_STEPS_SOURCE = r"""
+#define TBX 32
+#define TBY 16
+#define MAXT 4
+#define HPC_MIN(a, b) ((a) < (b) ? (a) : (b))
+#define HPC_MAX(a, b) ((a) > (b) ? (a) : (b))
+#ifdef __CUDACC__
+#define HPC_SHARED __shared__
+#define HPC_SYNC __syncthreads()
+#define HPC_ONE_THREAD_RUNS_ALL
+#define HPC_FOR_THREADS { const int tx = threadIdx.x, ty = threadIdx.y; {
+#define HPC_END_THREADS } }
+#else
+#define HPC_SHARED static
+#define HPC_SYNC
+#define HPC_ONE_THREAD_RUNS_ALL if (threadIdx.x || threadIdx.y || threadIdx.z) return;
+#define HPC_FOR_THREADS for (int ty = 0; ty < TBY; ++ty) for (int tx = 0; tx < TBX; ++tx) {
+#define HPC_END_THREADS }
+#endif
+
+// level s (s >= 1) of cell (p, j, k): the shared ring where step s - 1 computed it, else u
+// (cells outside the region of step s - 1: fixed boundary values)
+#define LEVEL(p, j, k) ((s > 0 && (p) >= rg[6 * (s - 1)] && (p) < rg[6 * (s - 1) + 1] \
+    && (j) >= jw[s - 1][0] && (j) < jw[s - 1][1] && (k) >= kw[s - 1][0] && (k) < kw[s - 1][1]) \
+    ? sh[s - 1][(p) % 3][(j) - jorg][(k) - korg] \
+    : u[(long long)(p) * s0 + (long long)(j) * s1 + (long long)(k)])
+
+#define STEPS_PROLOGUE \
+    HPC_ONE_THREAD_RUNS_ALL \
+    HPC_SHARED real_t sh[MAXT - 1][3][TBY][TBX]; \
+    int rg[6 * MAXT]; \
+    for (int q = 0; q < 6 * T; ++q) rg[q] = reg[q]; \
+    const int tj = TBY - 2 * (T - 1), tk = TBX - 2 * (T - 1); \
+    const int jt0 = rg[6 * (T - 1) + 2] + blockIdx.y * tj, kt0 = rg[6 * (T - 1) + 4] + blockIdx.x * tk; \
+    const int jorg = jt0 - (T - 1), korg = kt0 - (T - 1); \
+    int jw[MAXT][2], kw[MAXT][2]; /* cells step s computes in this tile */ \
+    for (int s = 0; s < T; ++s) { \
+        const int m = T - 1 - s; \
+        jw[s][0] = HPC_MAX(rg[6 * s + 2], jt0 - m); jw[s][1] = HPC_MIN(rg[6 * s + 3], jt0 + tj + m); \
+        kw[s][0] = HPC_MAX(rg[6 * s + 4], kt0 - m); kw[s][1] = HPC_MIN(rg[6 * s + 5], kt0 + tk + m); \
+    } \
+    int whi = rg[0]; \
+    for (int s = 0; s < T; ++s) whi = HPC_MAX(whi, rg[6 * s + 1] + s);
+
+#define STEPS_LOOP(EXPR) \
+    for (int w = rg[0]; w < whi; ++w) { \
+        for (int s = 0; s < T; ++s) { \
+            const int i = w - s; \
+            if (i >= rg[6 * s] && i < rg[6 * s + 1]) { \
+                HPC_FOR_THREADS \
+                    const int j = jorg + ty, k = korg + tx; \
+                    if (j >= jw[s][0] && j < jw[s][1] && k >= kw[s][0] && k < kw[s][1]) { \
+                        const real_t v = EXPR; \
+                        if (s == T - 1) out[(long long)i * s0 + (long long)j * s1 + k] = v; \
+                        else sh[s][i % 3][ty][tx] = v; \
+                    } \
+                HPC_END_THREADS \
+            } \
+            HPC_SYNC; \
+        } \
+    }
+
+#define L(a, b, c) LEVEL(i + (a), j + (b), k + (c))
+
+extern "C" __global__ void hpc_steps7(const real_t* __restrict__ u, real_t* __restrict__ out,
+        const real_t c0, const real_t cx, const real_t cy, const real_t cz,
+        const long long s0, const long long s1, const int* __restrict__ reg, const int T)
+{
+    STEPS_PROLOGUE
+    STEPS_LOOP(c0 * L(0, 0, 0) + cx * (L(1, 0, 0) + L(-1, 0, 0)) + cy * (L(0, 1, 0) + L(0, -1, 0))
+               + cz * (L(0, 0, 1) + L(0, 0, -1)))
+}
+
+extern "C" __global__ void hpc_steps27(const real_t* __restrict__ u, real_t* __restrict__ out,
+        const real_t w0, const real_t wf, const real_t we, const real_t wc,
+        const long long s0, const long long s1, const int* __restrict__ reg, const int T)
+{
+    STEPS_PROLOGUE
+    STEPS_LOOP(w0 * L(0, 0, 0)
+               + wf * (L(-1, 0, 0) + L(0, -1, 0) + L(0, 0, -1) + L(0, 0, 1) + L(0, 1, 0) + L(1, 0, 0))
+               + we * (L(-1, -1, 0) + L(-1, 0, -1) + L(-1, 0, 1) + L(-1, 1, 0)
+                       + L(0, -1, -1) + L(0, -1, 1) + L(0, 1, -1) + L(0, 1, 1)
+                       + L(1, -1, 0) + L(1, 0, -1) + L(1, 0, 1) + L(1, 1, 0))
+               + wc * (L(-1, -1, -1) + L(-1, -1, 1) + L(-1, 1, -1) + L(-1, 1, 1)
+                       + L(1, -1, -1) + L(1, -1, 1) + L(1, 1, -1) + L(1, 1, 1)))
+}
+"""
+
+
+def cuda_steps_launch(shape, regs) -> tuple[tuple[int, int, int], tuple[int, int, int], tuple, np.ndarray]:
+    """``(grid, block, index_args, reg)`` of one blocked CUDA launch over ``regs`` (at most
+    :data:`CUDA_MAX_STEPS`) of a C-contiguous array of ``shape``; ``reg`` is the int32 ``T x 6``
+    region table to copy to the device (passed after the strides). Local (no GPU needed)."""
+    T = len(regs)
+    if not 1 <= T <= CUDA_MAX_STEPS:
+        raise ValueError(f"one blocked CUDA launch takes 1 to {CUDA_MAX_STEPS} steps, got {T}")
+    (_, _), (j0, j1), (k0, k1) = regs[-1]
+    tk, tj = CUDA_TILE[0] - 2 * (T - 1), CUDA_TILE[1] - 2 * (T - 1)
+    grid = (-(-(k1 - k0) // tk), -(-(j1 - j0) // tj), 1)
+    reg = np.array([x for r in regs for pair in r for x in pair], dtype=np.int32)
+    args = (np.int64(shape[1] * shape[2]), np.int64(shape[2]))
+    return grid, (CUDA_TILE[0], CUDA_TILE[1], 1), args, reg
+
+
+def _cuda_steps(kind: int, u, out, coeffs, regs, kernel=None) -> None:
+    """T blocked steps on CuPy arrays: launches of at most CUDA_MAX_STEPS steps (``kernel``
+    replaces the compiled one, for emulation in tests)."""
+    import cupy
+    t = u.dtype.type
+    name = f"hpc_steps{kind}"
+    if kernel is None:
+        kernel = _cuda_steps_module(u.dtype.name).get_function(name)
+    chunks = [regs[a:a + CUDA_MAX_STEPS] for a in range(0, len(regs), CUDA_MAX_STEPS)]
+    src = u
+    scratch = None
+    if len(chunks) > 1:
+        scratch = [u.copy(), u.copy()]       # outside the regions: u's values, as the semantics need
+    for n, chunk in enumerate(chunks):
+        dst = out if n == len(chunks) - 1 else scratch[n % 2]
+        grid, block, idx, reg = cuda_steps_launch(tuple(u.shape), chunk)
+        kernel(grid, block, (src, dst, *(t(c) for c in coeffs), *idx, cupy.asarray(reg), np.int32(len(chunk))))
+        src = dst
+
+
+@functools.lru_cache(maxsize=None)
+def _cuda_steps_module(dtype_name: str):
+    import cupy
+    ctype = {"float64": "double", "float32": "float"}[dtype_name]
+    return cupy.RawModule(code=CUDA_STEPS_SOURCE.replace("real_t", ctype), options=("--fmad=false",))

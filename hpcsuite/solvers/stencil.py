@@ -25,7 +25,8 @@ memory; on small blocks (two copies in the caches) or when the sweep is compute-
 redundant trapezoid cells (``(T - 1) / tile`` per side). ``block="auto"`` (the default) times
 ``T`` in {1, depth} and the tile widths in :data:`TILE_CANDIDATES` on the first :meth:`run` and
 keeps the fastest; :attr:`StencilSolver.stats` reports the choice (``block``, ``tile``, ``tuning``).
-Other backends take single sweeps (``block`` 1).
+On the GPU ``block = T`` runs the CUDA counterpart (2.5-D blocking in shared memory); ``"auto"``
+keeps single sweeps there (not yet timed on a GPU). ``"strict"`` takes single sweeps.
 
 Data stays where the backend puts it (the OpenACC ``data`` region model): backend ``"cpu"`` runs
 numba kernels on the DistArray's NumPy storage, ``"gpu"`` creates the DistArray with ``device="gpu"``
@@ -158,8 +159,9 @@ class StencilSolver:
         Override the kernel implementation (e.g. ``"portable"`` on the CPU, for comparisons).
     block : int >= 1 or "auto"
         Temporal blocking: steps per cache-blocked pass (module docstring); at most ``depth``
-        (an int larger than the chosen depth is cut to it). Only the numba kernels block; other
-        implementations take single sweeps. ``"auto"``: 1 or the depth, chosen by timing.
+        (an int larger than the chosen depth is cut to it). The numba and CUDA kernels block (CUDA:
+        2.5-D blocking in shared memory, only when asked for with an int); the portable ones take
+        single sweeps. ``"auto"``: 1 or the depth, chosen by timing (numba only; elsewhere 1).
     tile : int >= 1, optional
         Tile width along j for the blocked kernel; default: chosen by timing among
         :data:`TILE_CANDIDATES` when ``block`` is ``"auto"``, else
@@ -321,8 +323,10 @@ class StencilSolver:
     def _blocking(self, k: int) -> tuple[int, int | None]:
         """``(block, tile)`` actually used at depth ``k`` (block 1 and no tile: single sweeps)."""
         blk = self.block if isinstance(self.block, int) else 1
-        blk = min(blk, k) if self._kernel_impl() == "numba" else 1
-        return (blk, self.tile or temporal.DEFAULT_TILE) if blk > 1 else (1, None)
+        blk = min(blk, k) if self._kernel_impl() in ("numba", "cupy") else 1
+        if blk == 1:
+            return 1, None
+        return blk, (None if self._kernel_impl() == "cupy" else self.tile or temporal.DEFAULT_TILE)
 
     def _advance(self, cur, nxt, steps: int, k: int, stats: StencilStats, timers=None, progress=None,
                  block: int = 1, tile: int | None = None):
@@ -371,10 +375,10 @@ class StencilSolver:
         return lambda u, out, reg: kernels.stencil27(u, out, c, reg, backend=be, impl=impl)
 
     def _blocked_kernel(self, tile: int) -> Callable:
-        c = self.coeffs
+        c, impl, be = self.coeffs, self._kernel_impl(), self.backend
         if self.kind == "7":
-            return lambda u, out, regs: temporal.stencil7_steps(u, out, *c, regs, tile=tile, impl="numba")
-        return lambda u, out, regs: temporal.stencil27_steps(u, out, c, regs, tile=tile, impl="numba")
+            return lambda u, out, regs: temporal.stencil7_steps(u, out, *c, regs, tile=tile, backend=be, impl=impl)
+        return lambda u, out, regs: temporal.stencil27_steps(u, out, c, regs, tile=tile, backend=be, impl=impl)
 
     def _candidates(self, widest: int) -> list[tuple[int, int, int | None]]:
         """``(depth, block, tile)`` triples that ``"auto"`` times (the same on every rank), tiles
@@ -386,7 +390,7 @@ class StencilSolver:
             if self.block == "auto":
                 blocks = (1, k) if k > 1 and numba_ok else (1,)
             else:
-                blocks = (min(self.block, k) if numba_ok else 1,)
+                blocks = (min(self.block, k) if numba_ok or self._kernel_impl() == "cupy" else 1,)
             for b in blocks:
                 if b == 1:
                     out.append((k, 1, None))

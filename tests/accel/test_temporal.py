@@ -1,13 +1,17 @@
 """Temporally blocked stencil kernels (hpcsuite.accel.temporal) against T single sweeps, bit for bit:
 random fields, uneven shapes, T = 1..5, fixed (Dirichlet-like) and shrinking (deep-halo) sides,
 tile widths from 1 to wider than the region, float32 and float64; against an independent np.roll
-reference; the portable and strict array-API paths; argument checks."""
+reference; the portable and strict array-API paths; argument checks; the CUDA 2.5-D kernels run
+through g++ and, on a GPU or the CuPy stand-in, through CuPy."""
 import itertools
+import shutil
 
 import numpy as np
 import pytest
 
+from cuda_emulation import compile_for_cpu, parse_kernels
 from hpcsuite.accel import get_backend, kernels, temporal
+from hpcsuite.runtime import gpu_status
 
 C7 = (0.4, 0.1, 0.12, 0.08)
 W27 = (0.3, 0.05, 0.025, 0.0125)
@@ -158,3 +162,79 @@ def test_bad_arguments():
             call()
     temporal.stencil7_steps(u, out, *C7, [((1, 7),) * 3, ((3, 3), (2, 6), (2, 6))])   # empty last: no-op
     assert not out.any()
+
+
+# ---------------------------------------------------------------------- CUDA (2.5-D blocking)
+@pytest.fixture(scope="module")
+def emulated_steps(tmp_path_factory):
+    if shutil.which("g++") is None:
+        pytest.skip("g++ not installed")
+    src = temporal.CUDA_STEPS_SOURCE.replace("real_t", "double")
+    return compile_for_cpu(src, tmp_path_factory.mktemp("cuda_steps"))
+
+
+def test_cuda_steps_source_declares_both_kernels():
+    ks = parse_kernels(temporal.CUDA_STEPS_SOURCE.replace("real_t", "double"))
+    assert set(ks) == {"hpc_steps7", "hpc_steps27"} and all(len(p) == 10 for p in ks.values())
+
+
+@pytest.mark.parametrize("kind", ["7", "27"])
+def test_cuda_steps_emulated_on_the_cpu(emulated_steps, kind):
+    """The CUDA source run through g++ (one thread runs each barrier phase for the whole block),
+    with the launch geometry the GPU gets: bit for bit the single sweeps, for T = 1..4, several
+    thread blocks per direction and fixed and shrinking sides."""
+    rng = np.random.default_rng(8)
+    for shape in [(9, 20, 40), (12, 37, 70)]:
+        u = rng.standard_normal(shape)
+        for T, fixed in itertools.product((1, 2, 4), FIXED[:3]):
+            regs = step_regions(shape, T, fixed)
+            out = np.full(shape, SENTINEL)
+            grid, block, idx, reg = temporal.cuda_steps_launch(shape, regs)
+            coeffs = C7 if kind == "7" else W27
+            emulated_steps[f"hpc_steps{kind}"](grid, block, (u, out, *map(np.float64, coeffs), *idx, reg, np.int32(T)))
+            ref = single_sweeps(u, kind, regs)
+            last = tuple(slice(a, b) for a, b in regs[-1])
+            assert np.array_equal(out[last], ref[last]), (shape, T, fixed)
+            outside = np.ones(shape, bool)
+            outside[last] = False
+            assert np.all(out[outside] == SENTINEL)
+
+
+def test_cuda_steps_launch_geometry():
+    regs = step_regions((20, 300, 70), 3, FIXED[0])
+    grid, block, args, reg = temporal.cuda_steps_launch((20, 300, 70), regs)
+    (_, _), (j0, j1), (k0, k1) = regs[-1]
+    tk, tj = temporal.CUDA_TILE[0] - 4, temporal.CUDA_TILE[1] - 4          # the last step's tile
+    assert block == (*temporal.CUDA_TILE, 1)
+    assert grid[0] * tk >= k1 - k0 > (grid[0] - 1) * tk and grid[1] * tj >= j1 - j0 > (grid[1] - 1) * tj
+    assert reg.dtype == np.int32 and reg.tolist() == [x for r in regs for p in r for x in p]
+    assert [type(a) for a in args] == [np.int64, np.int64]
+    with pytest.raises(ValueError, match="1 to 4 steps"):
+        temporal.cuda_steps_launch((20, 300, 70), step_regions((20, 300, 70), 5, FIXED[0]))
+
+
+gpu_ok, gpu_why = gpu_status()
+
+
+@pytest.mark.skipif(not gpu_ok, reason=f"no GPU (or CuPy stand-in): {gpu_why}")
+@pytest.mark.parametrize("kind", ["7", "27"])
+def test_cupy_steps_on_gpu_or_stand_in(kind):
+    """CuPy arrays (a GPU, or tests/fakegpu: the CUDA source through g++): T = 3 and T = 6 (two
+    launches) equal the single sweeps on the host, and nothing moves between host and device."""
+    import cupy
+    be = get_backend("gpu")
+    u = np.random.default_rng(9).standard_normal((14, 21, 35))
+    for T in (3, 6):
+        regs = step_regions(u.shape, T, (1, 0, 0, 1, 0, 0))
+        du = be.asarray(u)
+        dout = cupy.full(u.shape, SENTINEL)
+        with be.data_region() as moved:
+            if kind == "7":
+                temporal.stencil7_steps(du, dout, *C7, regs)
+            else:
+                temporal.stencil27_steps(du, dout, W27, regs)
+            be.synchronize()
+        assert moved.transfers == 0
+        ref = single_sweeps(u, kind, regs)
+        last = tuple(slice(a, b) for a, b in regs[-1])
+        assert np.array_equal(cupy.asnumpy(dout)[last], ref[last]), T
