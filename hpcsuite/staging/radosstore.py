@@ -262,6 +262,17 @@ class _RadosReader(io.RawIOBase):
         self.cur = self.cur[n:]
         return n
 
+    def read(self, size=-1):
+        """Up to ``size`` bytes (the rest when negative): one copy out of the chunk buffers."""
+        if size is None or size < 0:
+            return b"".join(self.pieces())
+        while not len(self.cur):
+            if not self._next():
+                return b""
+        out = bytes(self.cur[:size])
+        self.cur = self.cur[len(out):]
+        return out
+
     def pieces(self):
         """The remaining bytes as a list of memoryviews (no copy), verified at the end."""
         out = []

@@ -133,14 +133,23 @@ class Writer:
         self._done = False
         self.result: ObjectInfo | None = None    # set by commit()
 
+    #: hand the backend at most this many bytes at a time (0: all at once)
+    piece = 0
+
     def write(self, data) -> int:
-        """Append ``data`` (bytes-like). Local."""
+        """Append ``data`` (bytes-like). Local.
+
+        Each piece is checksummed right after the backend has taken it, while the backend's own
+        pass (a kernel copy, a copy into a request) has left it in the cache."""
         mv = memoryview(data).cast("B")
-        if mv.nbytes:
-            self._hash.update(mv)
-            self._write(mv)
-            self.size += mv.nbytes
-        return mv.nbytes
+        n = mv.nbytes
+        step = self.piece or n
+        for i in range(0, n, step):
+            p = mv[i:i + step] if step < n else mv
+            self._write(p)
+            self._hash.update(p)
+        self.size += n
+        return n
 
     def commit(self) -> ObjectInfo:
         """Make the object visible under its name, with its size and checksum. Local."""
@@ -199,6 +208,21 @@ class _VerifyingReader(io.RawIOBase):
             check_read(self._info, self._hash, self._seen)
             self._verify = False
         return n
+
+    def read(self, size: int = -1) -> bytes:
+        """Up to ``size`` bytes (all that is left when negative), read straight into the result
+        where the underlying stream can (a file: one ``read``), checksummed."""
+        if size is None or size < 0:
+            return self.readall()
+        data = self._raw.read(size)
+        if data:
+            if self._hash is not None:
+                self._hash.update(data)
+            self._seen += len(data)
+        elif self._verify:
+            check_read(self._info, self._hash, self._seen)
+            self._verify = False
+        return data
 
     def readall(self) -> bytes:
         """The rest of the object in one buffer (sized from the stored size), verified."""
