@@ -127,6 +127,8 @@ def collect() -> dict:
     ok, why = gpu_status()
     info["gpu"] = {"usable": ok, "detail": why, "cupy": _version("cupy-cuda12x") or _version("cupy")}
     info["plot"] = {"matplotlib": _version("matplotlib")}
+    from .staging.checksum import describe as staging_checksum
+    info["staging"] = {"checksum": staging_checksum()}
     slurm = {k: os.environ[k] for k in SLURM_VARS if k in os.environ}
     info["slurm"] = {"in_job": "SLURM_JOB_ID" in os.environ, **slurm}
     info["site"] = site_file()
@@ -161,6 +163,7 @@ def format_info(info: dict) -> str:
         ("GPU", ("yes: " if g["usable"] else "no: ") + g["detail"]),
         ("CuPy", g["cupy"] or "not installed"),
         ("matplotlib", info["plot"]["matplotlib"] or "not installed (plots disabled)"),
+        ("staging checksum", info.get("staging", {}).get("checksum", "?")),
     ]
     s = info["slurm"]
     if s["in_job"]:
