@@ -1,6 +1,7 @@
 """The bottom layer of hpcsuite: teams of MPI processes, devices, errors, logging and timers.
 
-Nothing in here imports the layers above it. See ``ARCHITECTURE`` in the README for the layers.
+Nothing in here imports the layers above it (the layers: the README's "Layout" section, and
+:mod:`hpcsuite`). Guide: ``docs/guide/runtime.md``.
 """
 from .checkpoint import EXIT_CHECKPOINTED, CheckpointRequest
 from .comm_hooks import intercept, observed
