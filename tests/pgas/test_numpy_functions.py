@@ -40,7 +40,7 @@ def test_issue_examples(team):
     b.free()
 
 
-@mpi_settings(10)
+@mpi_settings(6)
 @given(st.data())
 def test_transpose_matches_numpy(team, data_):
     lay = data_.draw(layouts(team.size), label="layout")
@@ -57,7 +57,7 @@ def test_transpose_matches_numpy(team, data_):
     a.free()
 
 
-@mpi_settings(6)
+@mpi_settings(4)
 @given(st.data())
 def test_matmul_matches_numpy(team, data_):
     m, k, n = (data_.draw(st.integers(1, 9)) for _ in range(3))
@@ -108,7 +108,7 @@ def test_concatenate_along_an_undistributed_axis(team):
         x.free()
 
 
-@mpi_settings(8)
+@mpi_settings(4)
 @given(st.data())
 def test_where_clip_astype_copy_like(team, data_):
     la = data_.draw(layouts(team.size), label="a")

@@ -54,7 +54,7 @@ def applies(kind, dtype):
     return kind == "any" or (kind == "num" and k != "b") or (kind == "int" and k in "biu")
 
 
-@mpi_settings(12)
+@mpi_settings(8)
 @given(st.data())
 def test_elementwise_matches_numpy(team, data_):
     """Expressions of two DistArrays in random (often different) layouts and dtypes; the result
@@ -82,7 +82,7 @@ def test_elementwise_matches_numpy(team, data_):
     b.free()
 
 
-@mpi_settings(8)
+@mpi_settings(4)
 @given(st.data())
 def test_numpy_and_scalar_operands_broadcast(team, data_):
     """NumPy arrays broadcast to the DistArray's shape (each rank takes its block), scalars
@@ -103,7 +103,7 @@ def test_numpy_and_scalar_operands_broadcast(team, data_):
     a.free()
 
 
-@mpi_settings(6)
+@mpi_settings(3)
 @given(st.data())
 def test_inplace_operators_keep_the_pattern(team, data_):
     la = data_.draw(layouts(team.size))
@@ -137,7 +137,7 @@ def test_inplace_operators_keep_the_pattern(team, data_):
     i.free()
 
 
-@mpi_settings(6)
+@mpi_settings(3)
 @given(st.data())
 def test_out_and_where(team, data_):
     """out= in a third layout (the result takes out's pattern), where= as a DistArray, a NumPy

@@ -34,7 +34,7 @@ def compare(got, want, n, func):
         np.testing.assert_array_equal(got, want, err_msg=func)
 
 
-@mpi_settings(25)
+@mpi_settings(20)
 @given(st.data())
 def test_reductions_match_numpy(team, data_):
     lay = data_.draw(layouts(team.size, max_side=7), label="layout")
@@ -70,7 +70,7 @@ def test_reductions_match_numpy(team, data_):
     a.free()
 
 
-@mpi_settings(10)
+@mpi_settings(4)
 @given(st.data())
 def test_ufunc_reduce_and_accumulate(team, data_):
     lay = data_.draw(layouts(team.size, max_side=7, tile_ok=False), label="layout")
