@@ -242,12 +242,14 @@ def _plane27(d, dp, dj, dk, a, ap, aj, ak, b, bp, bj, bk, c, cp, cj, ck,
 
 @_jit
 def _ring(d, dp, dj, dk, u, i, j0, j1, k0, k1, jlo, jhi):  # pragma: no cover - compiled
-    """Copy u's cells around the computed rectangle [j0, j1) x [k0, k1) of plane i (within the
-    window rows [jlo, jhi)) into buffer plane dp: the fixed-boundary values a later step may read."""
-    if j0 - 1 >= jlo:
+    """Copy u's cells around the computed rectangle [j0, j1) x [k0, k1) of plane i into buffer
+    plane dp: the fixed-boundary values a later step may read. ``jlo``/``jhi``: the step's region
+    along j; a row beyond a tile edge inside the region is never read (the next step's rows
+    stay one cell inside this step's), so only rows at the region's edges are copied."""
+    if j0 == jlo:
         for k in range(k0 - 1, k1 + 1):
             d[dp, j0 - 1 + dj, k + dk] = u[i, j0 - 1, k]
-    if j1 < jhi:
+    if j1 == jhi:
         for k in range(k0 - 1, k1 + 1):
             d[dp, j1 + dj, k + dk] = u[i, j1, k]
     for j in range(j0, j1):
@@ -308,7 +310,7 @@ def _nb_steps(kind, u, out, w0, w1, w2, w3, reg, tile):  # pragma: no cover - co
                     _plane27(d, dp, dj, dk, a, ap, aj, ak, b, bp, bj, bk, c, cp, cj, ck,
                              j0, j1, k0, k1, w0, w1, w2, w3)
                 if s < T - 1:
-                    _ring(buf, dp, oj, ok, u, i, j0, j1, k0, k1, jw0, jw1)
+                    _ring(buf, dp, oj, ok, u, i, j0, j1, k0, k1, reg[s, 1, 0], reg[s, 1, 1])
 
 
 # ---------------------------------------------------------------------- CUDA (GPU)
