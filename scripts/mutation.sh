@@ -5,7 +5,11 @@
 #   scripts/mutation.sh                      every module below, one after another
 #   scripts/mutation.sh pattern deck         only these modules (names from the list below)
 #   scripts/mutation.sh --list               the modules, their files and their test selections
+#   scripts/mutation.sh --report pattern     after a run: its kill rate again (e.g. with new
+#                                            equivalent mutants listed below)
 #   scripts/mutation.sh --survivors pattern  after a run: the diff of every surviving mutant
+#   scripts/mutation.sh --at COMMIT lint     the package and tests as committed at COMMIT (e.g. to
+#                                            measure a baseline); default: the working tree
 #
 # Per module it copies hpcsuite/ and tests/ into .mutation/NAME/ (ignored by git, and by pytest's
 # collection as a dot-folder), writes mutmut's configuration there (mutate that one file; run that
@@ -30,7 +34,7 @@ py="$root/.venv/bin/python"
 # name | file to mutate | serial test selection (pytest arguments)
 MODULES=(
   "pattern|hpcsuite/pgas/pattern.py|tests/pgas/test_pattern.py tests/pgas/test_pattern_properties.py"
-  "dist|hpcsuite/pgas/dist.py|tests/pgas/test_pattern.py tests/pgas/test_pattern_properties.py tests/pgas/test_dist_maps.py"
+  "dist|hpcsuite/pgas/dist.py|tests/pgas/test_dist_maps.py tests/pgas/test_pattern_properties.py tests/pgas/test_pattern.py"
   "deck|hpcsuite/deck.py|tests/test_deck.py tests/test_deck_validation.py"
   "lint|hpcsuite/jobs/lint.py|tests/jobs/test_lint_render.py tests/jobs/test_lint_rules.py tests/jobs/test_site.py"
 )
@@ -41,7 +45,7 @@ EQUIVALENT=$(cat <<'EOF'
 EOF
 )
 
-usage() { sed -n '2,25p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,29p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
 
 entry() {  # entry NAME -> "name|file|tests" or nothing
   local m
@@ -59,7 +63,11 @@ prepare() {  # prepare NAME FILE TESTS: a fresh work folder with mutmut's config
   local name=$1 file=$2 tests=$3 work="$root/.mutation/$1" t
   rm -rf "$work"; mkdir -p "$work"
   # rsync is not everywhere; tar keeps the tree and leaves the caches out
-  tar -C "$root" --exclude=__pycache__ --exclude=.hypothesis -cf - hpcsuite tests pyproject.toml | tar -C "$work" -xf -
+  if [ -n "$at" ]; then
+    git -C "$root" archive "$at" hpcsuite tests pyproject.toml | tar -C "$work" -xf -
+  else
+    tar -C "$root" --exclude=__pycache__ --exclude=.hypothesis -cf - hpcsuite tests pyproject.toml | tar -C "$work" -xf -
+  fi
   local have=()
   for t in $tests; do
     if [ -e "$work/$t" ]; then have+=("$t"); else echo "[mutation] $name: warning: $t does not exist, left out" >&2; fi
@@ -119,11 +127,15 @@ EOF
 
 names=()
 survivors=0
+only_report=0
+at=
 while [ $# -gt 0 ]; do
   case "$1" in
     -h|--help) usage; exit 0 ;;
     --list) for m in "${MODULES[@]}"; do IFS='|' read -r n f t <<< "$m"; printf '%-8s %-28s %s\n' "$n" "$f" "$t"; done; exit 0 ;;
     --survivors) survivors=1 ;;
+    --report) only_report=1 ;;
+    --at) at=$(git -C "$root" rev-parse --verify "${2:-}^{commit}") || { echo "[mutation] --at needs a commit" >&2; exit 2; }; shift ;;
     -*) echo "[mutation] unknown option '$1' (see --help)" >&2; exit 2 ;;
     *) [ -n "$(entry "$1")" ] || { echo "[mutation] unknown module '$1' (known: $(for m in "${MODULES[@]}"; do printf '%s ' "${m%%|*}"; done))" >&2; exit 2; }
        names+=("$1") ;;
@@ -142,11 +154,18 @@ if [ "$survivors" = 1 ]; then
   exit 0
 fi
 
+if [ "$only_report" = 1 ]; then
+  for n in "${names[@]}"; do
+    [ -d "$root/.mutation/$n/mutants" ] && report "$n" || echo "[mutation] $n: no run yet" >&2
+  done
+  exit 0
+fi
+
 ensure_mutmut
 summary=()
 for n in "${names[@]}"; do
   IFS='|' read -r name file tests <<< "$(entry "$n")"
-  echo "=== $name: $file ($tests) ==="
+  echo "=== $name: $file ($tests) at ${at:-the working tree of $(git -C "$root" rev-parse --short HEAD)} ==="
   prepare "$name" "$file" "$tests"
   t0=$SECONDS
   (cd "$root/.mutation/$name" && nice -n 10 "$py" -m mutmut run --max-children 1) > "$root/.mutation/$name.log" 2>&1 \
