@@ -6,8 +6,12 @@ that cluster (goal: usable in under 15 s, gone in under 5 s).
 
 Goals (issue 23): tmpfs store >= 0.8x the plain copy, rados >= 0.9x ``rados bench``, for writes and
 reads, with every object checksummed on write and verified on read (``rados bench seq`` verifies
-the contents it reads as well). The repetitions of each side are interleaved and the medians of the
-per-repetition ratios are reported (the machine may be shared).
+the contents it reads as well). The repetitions of each side are interleaved (the peer first in even
+repetitions, last in odd ones) and the medians of the per-repetition ratios are reported, with
+their range. Beside the wall-clock rates, the CPU seconds per GB each side costs (this process's
+threads, rados bench's, and the Ceph daemons'): on a shared machine, where other load moves the
+wall-clock rates by tens of percent, the CPU cost of the same transfer hardly moves, and a side
+that costs less CPU moves more bytes when CPU is what limits both.
 
 Run (single process; it deploys and removes its own cluster):
     .venv/bin/python bench/staging_throughput.py [--objects 64] [--repeat 5] [--inflight 16]
@@ -43,10 +47,48 @@ def payloads(n: int) -> list[bytes]:
     return [rng.integers(0, 256, OBJ, dtype=np.uint8).tobytes() for _ in range(n)]
 
 
-def timed(fn) -> float:
-    t0 = time.perf_counter()
+#: PIDs of the Ceph daemons whose CPU time counts with each measurement (empty for tmpfs)
+DAEMONS: list[int] = []
+
+
+def cpu_now() -> float:
+    """CPU seconds used so far by this process (every thread), its waited-for children (rados
+    bench) and the cluster's daemons: the work a transfer costs, which other load on a shared
+    machine hardly changes (unlike its wall time)."""
+    import resource
+    import psutil
+    c = resource.getrusage(resource.RUSAGE_CHILDREN)
+    total = time.process_time() + c.ru_utime + c.ru_stime
+    for pid in DAEMONS:
+        try:
+            t = psutil.Process(pid).cpu_times()
+            total += t.user + t.system
+        except psutil.Error:
+            pass
+    return total
+
+
+def timed(fn) -> tuple[float, float]:
+    """``(wall seconds, CPU seconds)`` of ``fn()``."""
+    c0, t0 = cpu_now(), time.perf_counter()
     fn()
-    return time.perf_counter() - t0
+    t1 = time.perf_counter()
+    return t1 - t0, cpu_now() - c0
+
+
+def result(nbytes: int, w: tuple[float, float], r: tuple[float, float]) -> dict:
+    """MB/s (wall) and CPU seconds per GB of a write and a read of ``nbytes``."""
+    return {"write": rate(nbytes, w[0]), "read": rate(nbytes, r[0]),
+            "write_cpu": w[1] / nbytes * 1e9, "read_cpu": r[1] / nbytes * 1e9}
+
+
+def daemon_pids(st: dict) -> list[int]:
+    """The PIDs of a deployment's daemons (state.json and the node folder's pid files)."""
+    import json
+    pids = [d["pid"] for d in st.get("daemons", [])]
+    for f in (Path(st["node_dir"]) / "pids").glob("*.json"):
+        pids.append(json.loads(f.read_text())["pid"])
+    return sorted(set(pids))
 
 
 def store_round(store, data: list[bytes], batch: bool) -> dict:
@@ -64,7 +106,7 @@ def store_round(store, data: list[bytes], batch: bool) -> dict:
     assert got == [OBJ] * n
     for k in names:
         store.delete(k)
-    return {"write": rate(n * OBJ, tw), "read": rate(n * OBJ, tr)}
+    return result(n * OBJ, tw, tr)
 
 
 def store_stream(store, data: list[bytes]) -> dict:
@@ -80,8 +122,7 @@ def store_stream(store, data: list[bytes]) -> dict:
                 pass
     tw, tr = timed(write), timed(read)
     store.delete("bench/stream")
-    nb = len(data) * OBJ
-    return {"write": rate(nb, tw), "read": rate(nb, tr)}
+    return result(len(data) * OBJ, tw, tr)
 
 
 def plain_copy(data: list[bytes]) -> dict:
@@ -102,8 +143,7 @@ def plain_copy(data: list[bytes]) -> dict:
         tw, tr = timed(write), timed(read)
     finally:
         shutil.rmtree(d)
-    n = len(data)
-    return {"write": rate(n * OBJ, tw), "read": rate(n * OBJ, tr)}
+    return result(len(data) * OBJ, tw, tr)
 
 
 def rados_bench(conf: str, pool: str, objects: int, threads: int) -> dict:
@@ -114,11 +154,15 @@ def rados_bench(conf: str, pool: str, objects: int, threads: int) -> dict:
     for mode, extra in (("write", ["-b", str(OBJ), "-O", str(OBJ), "--max-objects", str(objects),
                                    "--no-cleanup"]), ("seq", [])):
         argv = base + ["bench", "120", mode, "-t", str(threads), "--run-name", "hpcsuite-bench"] + extra
-        p = subprocess.run(argv, capture_output=True, text=True, timeout=600)
+        box = {}
+        _, cpu = timed(lambda: box.update(p=subprocess.run(argv, capture_output=True, text=True, timeout=600)))
+        p = box["p"]
         m = re.search(r"Bandwidth \(MB/sec\):\s+([0-9.]+)", p.stdout)
         if not m:
             raise SystemExit(f"rados bench {mode} failed:\n{p.stdout[-2000:]}\n{p.stderr[-2000:]}")
-        out["write" if mode == "write" else "read"] = float(m.group(1)) * MiB / 1e6   # its "MB" are MiB
+        key = "write" if mode == "write" else "read"
+        out[key] = float(m.group(1)) * MiB / 1e6                    # its "MB" are MiB
+        out[key + "_cpu"] = cpu / (objects * OBJ) * 1e9    # (its start-up included: a little against it)
     subprocess.run(base + ["cleanup", "--run-name", "hpcsuite-bench"], capture_output=True, timeout=300)
     return out
 
@@ -138,14 +182,23 @@ def spread(rows: list[dict], refs: list[dict], key: str) -> str:
     return f"{q[0]:.2f}-{q[-1]:.2f}"
 
 
+def cpu_ratio(rows: list[dict], refs: list[dict], key: str) -> float:
+    """Median over the repetitions of (the peer's CPU seconds / this side's) for the same bytes:
+    above 1 this side costs less CPU than the peer."""
+    return statistics.median(p[key + "_cpu"] / r[key + "_cpu"] for r, p in zip(rows, refs))
+
+
 def table(title: str, peer_label: str, peer: list[dict], sides: list[tuple[str, list[dict]]]) -> list[str]:
     lines = [title, f"{'store / path':<52}{'write MB/s':>11}{'read MB/s':>11}{'write ratio':>13}{'read ratio':>12}"
-             f"{'(range w / r)':>24}",
-             f"{peer_label:<52}{med(peer, 'write'):11.0f}{med(peer, 'read'):11.0f}{1:13.2f}{1:12.2f}"]
+             f"{'(range w / r)':>24}{'CPU s/GB w / r':>17}{'CPU ratio w / r':>17}",
+             f"{peer_label:<52}{med(peer, 'write'):11.0f}{med(peer, 'read'):11.0f}{1:13.2f}{1:12.2f}{'':>24}"
+             f"{med(peer, 'write_cpu'):>8.2f} / {med(peer, 'read_cpu'):<6.2f}{1:>9.2f} / {1:<5.2f}"]
     for label, rows in sides:
         lines.append(f"{label:<52}{med(rows, 'write'):11.0f}{med(rows, 'read'):11.0f}"
                      f"{ratio(rows, peer, 'write'):13.2f}{ratio(rows, peer, 'read'):12.2f}"
-                     f"{spread(rows, peer, 'write') + ' / ' + spread(rows, peer, 'read'):>24}")
+                     f"{spread(rows, peer, 'write') + ' / ' + spread(rows, peer, 'read'):>24}"
+                     f"{med(rows, 'write_cpu'):>8.2f} / {med(rows, 'read_cpu'):<6.2f}"
+                     f"{cpu_ratio(rows, peer, 'write'):>9.2f} / {cpu_ratio(rows, peer, 'read'):<5.2f}")
     return lines
 
 
@@ -166,6 +219,7 @@ def main() -> int:
         t0 = time.perf_counter()
         st = up(d, "rados", osd_bytes=a.osd_gib << 30, objectstore=a.store, log=lambda m: None)
         deploy = time.perf_counter() - t0
+        DAEMONS[:] = daemon_pids(st)
         peer, batch, stream, single = [], [], [], []
         try:
             from hpcsuite.staging.radosstore import RadosStore
@@ -182,6 +236,7 @@ def main() -> int:
                     print(f"rados rep {r}: bench {peer[-1]}, put_many/iter_many {batch[-1]}, "
                           f"stream {stream[-1]}, one at a time {single[-1]}", file=sys.stderr, flush=True)
         finally:
+            DAEMONS.clear()
             t0 = time.perf_counter()
             down(d)
             teardown = time.perf_counter() - t0
@@ -215,10 +270,12 @@ def main() -> int:
                  [("hpcsuite tmpfs put_bytes/get_bytes, one at a time", single),
                   ("hpcsuite tmpfs put_many/iter_many", batch),
                   (f"hpcsuite tmpfs, one object streamed ({n} x 4 MiB)", stream)])
-    goals = [f"tmpfs write {ratio(single, peer, 'write'):.2f} read {ratio(single, peer, 'read'):.2f} (goal >= 0.8)"]
+    goals = [f"tmpfs write {ratio(single, peer, 'write'):.2f} read {ratio(single, peer, 'read'):.2f} "
+             f"(CPU {cpu_ratio(single, peer, 'write'):.2f} / {cpu_ratio(single, peer, 'read'):.2f}; goal >= 0.8)"]
     if not a.skip_rados:
         goals.insert(0, f"rados write {ratio(rbatch, rpeer, 'write'):.2f} read {ratio(rbatch, rpeer, 'read'):.2f} "
-                        "(goal >= 0.9)")
+                        f"(CPU {cpu_ratio(rbatch, rpeer, 'write'):.2f} / {cpu_ratio(rbatch, rpeer, 'read'):.2f}; "
+                        "goal >= 0.9)")
     out.append("goals: " + "; ".join(goals))
     print("\n".join(out))
     return 0

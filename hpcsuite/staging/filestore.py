@@ -48,7 +48,7 @@ def _tmp_beside(path: str) -> str:
 
 
 class _FileWriter(Writer):
-    piece = 1 << 20           # os.write 1 MiB, then checksum it while it is in the core's cache
+    piece = 256 << 10         # os.write 256 KiB, then checksum it while it is in the core's cache
 
     def __init__(self, store: "FileStore", name: str, algorithm: str):
         super().__init__(name, algorithm)
