@@ -18,9 +18,13 @@
 #     NAME  killed K / M = R %   (T timeouts, E listed equivalent, S survived, N not covered)
 # where M = total - timeouts - listed equivalent mutants, and the survivors. The equivalent mutants
 # (a changed program that behaves exactly like the original, so no test can tell) are listed in
-# this script with a one-line reason each. MPI tests are not used: mutmut runs pytest in-process
-# (forked per mutant), so the selections are serial tests (patterns over simulated units, deck
-# parsing, script linting). mutmut is installed into .venv when missing (pip, the `mutation` extra).
+# this script with a one-line reason each. mutmut runs pytest in-process (forked per mutant), so
+# the selections are serial tests (patterns over simulated units, deck parsing, script linting);
+# for collective code that a serial run meets only at one rank (deck.read_text's broadcast), the
+# serial survivors of those functions are then run against the module's MPI tests under
+# `mpiexec -n 2` with the mutant switched on (mutmut's MUTANT_UNDER_TEST), and a failure counts as
+# a kill ("killed only by the 2-rank MPI tests"). mutmut is installed into .venv when missing
+# (pip, the `mutation` extra).
 #
 # Time: about 2-6 minutes per module on an idle 2-core machine (pattern ~6 min, dist ~4 min,
 # deck ~2 min, lint ~3 min): mutmut first runs the selection once to learn which test reaches which
@@ -31,12 +35,14 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
 py="$root/.venv/bin/python"
 
-# name | file to mutate | serial test selection (pytest arguments)
+# name | file to mutate | serial test selection (pytest arguments) | 2-rank MPI test selection for
+# the survivors of the functions matching the last field (collective code that serial tests run
+# only at one rank)
 MODULES=(
-  "pattern|hpcsuite/pgas/pattern.py|tests/pgas/test_pattern.py tests/pgas/test_pattern_properties.py"
-  "dist|hpcsuite/pgas/dist.py|tests/pgas/test_dist_maps.py tests/pgas/test_pattern_properties.py tests/pgas/test_pattern.py"
-  "deck|hpcsuite/deck.py|tests/test_deck.py tests/test_deck_validation.py"
-  "lint|hpcsuite/jobs/lint.py|tests/jobs/test_lint_render.py tests/jobs/test_lint_rules.py tests/jobs/test_site.py"
+  "pattern|hpcsuite/pgas/pattern.py|tests/pgas/test_pattern.py tests/pgas/test_pattern_properties.py||"
+  "dist|hpcsuite/pgas/dist.py|tests/pgas/test_dist_maps.py tests/pgas/test_pattern_properties.py tests/pgas/test_pattern.py||"
+  "deck|hpcsuite/deck.py|tests/test_deck.py tests/test_deck_validation.py|tests/test_deck_validation.py -k every_rank|x_read_text|x_load"
+  "lint|hpcsuite/jobs/lint.py|tests/jobs/test_lint_render.py tests/jobs/test_lint_rules.py tests/jobs/test_site.py||"
 )
 
 # Equivalent mutants: "module|mutant name|reason". A mutant listed here is left out of the rate's
@@ -45,7 +51,7 @@ EQUIVALENT=$(cat <<'EOF'
 EOF
 )
 
-usage() { sed -n '2,29p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,32p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
 
 entry() {  # entry NAME -> "name|file|tests" or nothing
   local m
@@ -54,8 +60,10 @@ entry() {  # entry NAME -> "name|file|tests" or nothing
 
 ensure_mutmut() {
   if ! "$py" -c "import mutmut, sys; sys.exit(0 if int(mutmut.__version__.split('.')[0]) >= 3 else 1)" 2>/dev/null; then
-    echo "[mutation] installing mutmut into .venv (the 'mutation' extra)"
-    "$py" -m pip install -q "mutmut>=3.3,<4"
+    local spec
+    spec=$("$py" -c "import tomllib; print(*tomllib.load(open('pyproject.toml', 'rb'))['project']['optional-dependencies']['mutation'])")
+    echo "[mutation] installing $spec into .venv (pyproject.toml's 'mutation' extra)"
+    "$py" -m pip install -q $spec
   fi
 }
 
@@ -87,17 +95,43 @@ prepare() {  # prepare NAME FILE TESTS: a fresh work folder with mutmut's config
   } > "$work/setup.cfg"
 }
 
+mpi_phase() {  # mpi_phase NAME TESTS FILTER: survivors of matching functions against 2-rank MPI tests
+  local name=$1 tests=$2 filter=$3 work="$root/.mutation/$1" k rc
+  : > "$work/mpi-killed.txt"; : > "$work/mpi.log"
+  [ -n "$tests" ] || return 0
+  mpi_run() {  # the selection at 2 ranks with mutant $1 active ("" = the original code)
+    (cd "$work/mutants" && MUTANT_UNDER_TEST="$1" timeout 300 nice -n 10 "$root/.venv/bin/mpiexec" -n 2 \
+       "$py" -m pytest --with-mpi -m mpi -q -x -p no:cacheprovider $tests) >> "$work/mpi.log" 2>&1
+  }
+  if ! mpi_run ""; then
+    echo "[mutation] $name: the 2-rank MPI selection fails on the original code, see .mutation/$name/mpi.log" >&2
+    return 1
+  fi
+  (cd "$work" && "$py" -m mutmut results 2>/dev/null) | sed -n 's/^ *\([^:]*\): \(survived\|no tests\)$/\1/p' |
+    grep -E "\.($filter)__mutmut_" | while read -r k; do
+      rc=0; mpi_run "$k" || rc=$?
+      [ "$rc" = 0 ] || echo "$k $rc" >> "$work/mpi-killed.txt"
+    done
+}
+
 report() {  # report NAME: counts from `mutmut results --all true`, the rate, the survivors
   local name=$1 work="$root/.mutation/$1"
   (cd "$work" && "$py" -m mutmut results --all true) > "$work/results.txt" 2>/dev/null || true
-  EQUIV="$EQUIVALENT" "$py" - "$name" "$work/results.txt" <<'EOF'
+  touch "$work/mpi-killed.txt"
+  EQUIV="$EQUIVALENT" "$py" - "$name" "$work/results.txt" "$work/mpi-killed.txt" <<'EOF'
 import collections, os, sys
-name, path = sys.argv[1], sys.argv[2]
+name, path, mpi_path = sys.argv[1:4]
 status = {}
 for line in open(path):
     key, sep, st = line.strip().rpartition(": ")
     if sep and "__mutmut_" in key:
         status[key] = st
+by_mpi = 0
+for line in open(mpi_path):                  # survivors of the serial run killed at 2 ranks
+    key = line.split()[0] if line.strip() else ""
+    if status.get(key) in ("survived", "no tests"):
+        status[key] = "killed"
+        by_mpi += 1
 equiv = {}
 for line in os.environ["EQUIV"].splitlines():
     if line.count("|") >= 2:
@@ -114,7 +148,8 @@ survivors = sorted(k for k, s in status.items() if s not in ("killed", "timeout"
                    and k not in equiv)
 denom = total - timeouts - len(listed)
 rate = 100.0 * killed / denom if denom else float("nan")
-print(f"{name:8s} killed {killed} / {denom} = {rate:.1f} %   ({total} mutants: {timeouts} timeouts, "
+print(f"{name:8s} killed {killed} / {denom} = {rate:.1f} %   ({total} mutants: "
+      + (f"{by_mpi} killed only by the 2-rank MPI tests, " if by_mpi else "") + f"{timeouts} timeouts, "
       f"{len(listed)} listed equivalent, {count['survived']} survived, {count['no tests']} not covered"
       + "".join(f", {n} {s}" for s, n in count.items()
                 if s not in ("killed", "timeout", "survived", "no tests", "caught by type check")) + ")")
@@ -132,7 +167,7 @@ at=
 while [ $# -gt 0 ]; do
   case "$1" in
     -h|--help) usage; exit 0 ;;
-    --list) for m in "${MODULES[@]}"; do IFS='|' read -r n f t <<< "$m"; printf '%-8s %-28s %s\n' "$n" "$f" "$t"; done; exit 0 ;;
+    --list) for m in "${MODULES[@]}"; do IFS='|' read -r n f t mt mf <<< "$m"; printf '%-8s %-28s %s%s\n' "$n" "$f" "$t" "${mt:+; at 2 ranks for ${mf//|/, }: $mt}"; done; exit 0 ;;
     --survivors) survivors=1 ;;
     --report) only_report=1 ;;
     --at) at=$(git -C "$root" rev-parse --verify "${2:-}^{commit}") || { echo "[mutation] --at needs a commit" >&2; exit 2; }; shift ;;
@@ -164,12 +199,13 @@ fi
 ensure_mutmut
 summary=()
 for n in "${names[@]}"; do
-  IFS='|' read -r name file tests <<< "$(entry "$n")"
+  IFS='|' read -r name file tests mpi_tests mpi_filter <<< "$(entry "$n")"
   echo "=== $name: $file ($tests) at ${at:-the working tree of $(git -C "$root" rev-parse --short HEAD)} ==="
   prepare "$name" "$file" "$tests"
   t0=$SECONDS
   (cd "$root/.mutation/$name" && nice -n 10 "$py" -m mutmut run --max-children 1) > "$root/.mutation/$name.log" 2>&1 \
     || { echo "[mutation] $name: mutmut failed, see .mutation/$name.log" >&2; tail -20 "$root/.mutation/$name.log" >&2; exit 1; }
+  mpi_phase "$name" "$mpi_tests" "$mpi_filter" || exit 1
   line=$(report "$name")
   echo "$line"
   echo "    ($((SECONDS - t0)) s; log .mutation/$name.log)"
