@@ -153,10 +153,16 @@ class _Generated(Directive):
 
 
 def _kind_of_call(doc: str) -> str:
-    """What the docstring says about the call: collective, local or one-sided."""
-    words = [w for w in ("Collective", "One-sided", "one-sided", "Local") if w in doc]
-    return {"Collective": "collective", "One-sided": "one-sided", "one-sided": "one-sided",
-            "Local": "local"}[words[0]] if words else ""
+    """What the docstring says about the call: collective, one-sided or local ("" if it says none).
+    Read from the words the package's docstrings use ("Collective.", "Creating one is collective",
+    "One-sided", "Local", "Non-collective")."""
+    if re.search(r"(?<![Nn]on-)\bCollective\b|\b(is|are|all)\s+collective\b", doc):
+        return "collective"
+    if re.search(r"\b[Oo]ne-sided\b", doc):
+        return "one-sided"
+    if re.search(r"\bLocal\b|\bNon-collective\b|\bis\s+local\b", doc):
+        return "local"
+    return ""
 
 
 class ExportsDirective(_Generated):
@@ -181,7 +187,9 @@ class ExportsDirective(_Generated):
             first = first.split(". ")[0].rstrip(".") + "." if first else ""
             # roles in a summary would resolve in the package's context, not the module's: text
             first = re.sub(r":[a-z:]+:`~?([^`<]*?)(?: <[^>]*>)?`", r"``\1``", first)
-            out += [f"   * - :py:obj:`~{pkg.__name__}.{name}`", f"     - {_kind_of_call(doc or '')}",
+            kind = ("exception" if inspect.isclass(obj) and issubclass(obj, BaseException)
+                    else _kind_of_call(doc or ""))
+            out += [f"   * - :py:obj:`~{pkg.__name__}.{name}`", f"     - {kind}",
                     f"     - {first or ' '}"]
         out.append("")
         # constants (no docstring of their own, no identity to find them by): documented here

@@ -37,7 +37,7 @@ BACKENDS = ("cpu", "gpu", "strict")
 
 @dataclass
 class DataRegion:
-    """Host<->device transfers counted while the region is open."""
+    """Host<->device transfers counted while the region is open. Local."""
 
     to_device: int = 0
     to_host: int = 0

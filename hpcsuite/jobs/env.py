@@ -26,7 +26,7 @@ __all__ = ["SlurmEnv", "expand_nodelist", "tasks_per_node", "this_node", "slurm_
 
 
 def expand_nodelist(spec: str) -> list[str]:
-    """``"n[1-3,5]"`` -> ``["n1", "n2", "n3", "n5"]`` (ValueError naming the bad list)."""
+    """``"n[1-3,5]"`` -> ``["n1", "n2", "n3", "n5"]`` (ValueError naming the bad list). Local."""
     try:
         return hostlist.expand_hostlist(spec)
     except hostlist.BadHostlist as exc:
@@ -34,7 +34,7 @@ def expand_nodelist(spec: str) -> list[str]:
 
 
 def tasks_per_node(spec: str) -> list[int]:
-    """``"2(x3),1"`` -> ``[2, 2, 2, 1]`` (ValueError naming the bad value)."""
+    """``"2(x3),1"`` -> ``[2, 2, 2, 1]`` (ValueError naming the bad value). Local."""
     try:
         return hostlist.parse_slurm_tasks_per_node(spec)
     except (hostlist.BadHostlist, ValueError) as exc:
@@ -77,7 +77,7 @@ def _int(env: Mapping[str, str], key: str) -> int | None:
 
 @dataclass
 class SlurmEnv:
-    """What SLURM tells a process about its job (all ``None``/empty outside a job)."""
+    """What SLURM tells a process about its job (all ``None``/empty outside a job). Local."""
 
     job_id: str | None = None
     job_name: str | None = None

@@ -263,6 +263,6 @@ def _srun_findings(text: str, lines, srun_mpi) -> list[Finding]:
 
 def lint_file(path, *, srun_mpi: str | None = None) -> list[Finding]:
     """Findings for the script at ``path`` (``OSError`` if it cannot be read); see
-    :func:`lint_text`."""
+    :func:`lint_text`. Local."""
     with open(path, encoding="utf-8") as fh:
         return lint_text(fh.read(), srun_mpi=srun_mpi)

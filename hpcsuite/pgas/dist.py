@@ -26,7 +26,7 @@ __all__ = ["DistSpec", "BLOCKED", "CYCLIC", "NONE", "BLOCKCYCLIC", "TILE", "DimM
 
 @dataclass(frozen=True)
 class DistSpec:
-    """A distribution spec for one dimension (use the module constants and constructors)."""
+    """A distribution spec for one dimension (use the module constants and constructors). Local."""
 
     kind: str              # "blocked" | "blockcyclic" | "tile" | "none"
     block: int = 0         # block (tile) size for blockcyclic / tile
@@ -46,12 +46,12 @@ def _block_size(b, what: str) -> int:
 
 
 def BLOCKCYCLIC(b: int) -> DistSpec:
-    """Blocks of ``b`` elements dealt round-robin over the grid coordinates."""
+    """Blocks of ``b`` elements dealt round-robin over the grid coordinates. Local."""
     return DistSpec("blockcyclic", _block_size(b, "BLOCKCYCLIC"))
 
 
 def TILE(b: int) -> DistSpec:
-    """Tiles of ``b`` elements dealt round-robin, each stored contiguously on its owner."""
+    """Tiles of ``b`` elements dealt round-robin, each stored contiguously on its owner. Local."""
     return DistSpec("tile", _block_size(b, "TILE"))
 
 

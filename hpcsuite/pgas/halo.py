@@ -34,7 +34,7 @@ __all__ = ["HaloSpec", "Halo", "HaloGroup"]
 
 @dataclass(frozen=True)
 class HaloSpec:
-    """Ghost widths, boundary conditions and whether corners are exchanged."""
+    """Ghost widths, boundary conditions and whether corners are exchanged. Local."""
 
     width: tuple[int, ...]
     boundary: tuple          # per dimension: "periodic" | "none" | float
@@ -63,7 +63,8 @@ def _region(side: int, n: int, w: int, ghost: bool) -> tuple[int, int]:
 
 
 class Halo:
-    """The halo of one :class:`~hpcsuite.pgas.DistArray` (get it as ``a.halo``).
+    """The halo of one :class:`~hpcsuite.pgas.DistArray` (get it as ``a.halo``); its updates are
+    collective with the neighbours.
 
     Border regions are packed into contiguous buffers with NumPy (CuPy on GPU) and exchanged with
     persistent requests: measured faster than MPI subarray datatypes with MPICH, whose datatype

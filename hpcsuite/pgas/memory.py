@@ -76,7 +76,7 @@ def _shm_default() -> bool:
 
 
 def live_segments() -> int:
-    """Number of :class:`Segment` objects allocated and not yet freed on this rank."""
+    """Number of :class:`Segment` objects allocated and not yet freed on this rank. Local."""
     return len(_live)
 
 

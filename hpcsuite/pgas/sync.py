@@ -278,7 +278,7 @@ _NEXT, _SERVING = 0, 1          # the two counters on team rank 0: next ticket, 
 
 
 def live_mutexes() -> int:
-    """Number of :class:`Mutex` objects created and not yet freed on this rank."""
+    """Number of :class:`Mutex` objects created and not yet freed on this rank. Local."""
     return len(_live)
 
 

@@ -31,6 +31,7 @@ EXIT_CHECKPOINTED = 85
 
 class CheckpointRequest:
     """A flag raised by SIGUSR1 (or :meth:`request`), agreed on by every rank of ``team``.
+    Creating one is local; :meth:`due` is collective.
 
     Parameters
     ----------

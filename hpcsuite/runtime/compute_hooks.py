@@ -31,7 +31,8 @@ _interceptor: Callable | None = None
 
 def compute(name: str, key: tuple, fn: Callable, *args, flops: float = 0.0,
             reset: Callable[[], None] | None = None, **kwargs) -> Any:
-    """Run the computation kernel ``fn(*args, **kwargs)`` named ``name`` with cost key ``key``."""
+    """Run the computation kernel ``fn(*args, **kwargs)`` named ``name`` with cost key ``key``.
+    Local (the kernel runs on this rank; an interceptor may time or skip it)."""
     if _interceptor is None:
         return fn(*args, **kwargs)
     return _interceptor(name, tuple(key), flops, reset, fn, args, kwargs)
@@ -43,7 +44,8 @@ def current_compute_interceptor() -> Callable | None:
 
 @contextlib.contextmanager
 def intercept_compute(interceptor: Callable):
-    """Install ``interceptor(name, key, flops, reset, fn, args, kwargs)`` for a ``with`` block."""
+    """Install ``interceptor(name, key, flops, reset, fn, args, kwargs)`` for a ``with`` block.
+    Local."""
     global _interceptor
     previous, _interceptor = _interceptor, interceptor
     try:
@@ -53,7 +55,7 @@ def intercept_compute(interceptor: Callable):
 
 
 def kernel(name: str, key: Callable[..., tuple] | None = None):
-    """Decorator registering a user function as a computation kernel.
+    """Decorator registering a user function as a computation kernel. Local.
 
     ``key(*args, **kwargs)`` gives the cost key (default: the shapes of array arguments and the
     values of integer arguments), e.g. ``@kernel("smooth", key=lambda u, n: (u.shape[0], n))``.

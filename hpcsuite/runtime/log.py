@@ -25,7 +25,8 @@ def _fmt_seconds(s: float) -> str:
 
 
 class Logger:
-    """Messages from rank 0 of ``team`` (all ranks for ``all_ranks=True``).
+    """Messages from rank 0 of ``team`` (all ranks for ``all_ranks=True``). Local: call it on
+    every rank, only rank 0 prints.
 
     Parameters
     ----------
@@ -74,7 +75,7 @@ class Logger:
 
 
 class Progress:
-    """Progress of a loop of ``total`` steps, shown on rank 0.
+    """Progress of a loop of ``total`` steps, shown on rank 0. Local (no communication).
 
     Use as a context manager; call :meth:`update` once per step (cheap: a counter and a clock read
     between prints). ``postfix`` values given to ``update`` (such as the simulated time) appear in the

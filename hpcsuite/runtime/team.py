@@ -70,7 +70,7 @@ def block_range(n: int, parts: int, index: int) -> tuple[int, int]:
 
 
 def block_owner(i: int, n: int, parts: int) -> int:
-    """The block (0..parts-1) that item ``i`` of ``n`` falls in under :func:`block_range`."""
+    """The block (0..parts-1) that item ``i`` of ``n`` falls in under :func:`block_range`. Local."""
     q, r = divmod(n, parts)
     big = r * (q + 1)  # items held by the r larger blocks
     return i // (q + 1) if i < big else r + (i - big) // q
@@ -276,7 +276,8 @@ class Team:
 
 
 class ProcessGrid(Team):
-    """A team arranged as a Cartesian grid (``MPI_Cart_create`` without reordering).
+    """A team arranged as a Cartesian grid (``MPI_Cart_create`` without reordering). Creating one
+    (``Team.grid``) is collective.
 
     Rank ``r`` sits at the row-major coordinates of ``r`` in ``dims``, so ``coords_of`` and
     ``rank_of`` are pure arithmetic and agree with MPI's Cartesian topology.

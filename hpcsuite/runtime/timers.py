@@ -97,5 +97,5 @@ def measure(fn: Callable[[], object], repeat: int = 7, warmup: int = 1,
 
 
 def median(samples) -> float:
-    """Median of timing samples."""
+    """Median of timing samples. Local."""
     return float(statistics.median(samples))

@@ -117,7 +117,8 @@ class LobpcgResult:
 
 
 class RowOperator:
-    """A symmetric operator given by a function on local row blocks (for :func:`lobpcg`).
+    """A symmetric operator given by a function on local row blocks (for :func:`lobpcg`). Creating
+    one is local; its ``matmat`` is called collectively.
 
     Parameters
     ----------

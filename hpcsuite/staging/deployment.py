@@ -29,6 +29,7 @@ BACKENDS = ("tmpfs",) + ceph.CEPH_BACKENDS
 
 def default_dir() -> Path:
     """The default deployment folder: ``$HPCSUITE_STAGE_DIR``, else private to the user and job.
+    Local.
 
     One node (or outside SLURM): ``/dev/shm/hpcsuite-stage-<uid>-<job<ID>|local>``. A multi-node
     allocation: ``$SLURM_SUBMIT_DIR/.hpcsuite-stage-job<ID>``, because every node must read the
@@ -58,7 +59,8 @@ def _on_tmpfs(path: Path) -> bool:
 
 
 def load_state(state_dir) -> dict:
-    """The deployment's ``state.json``; :class:`StagingError` naming the folder if there is none."""
+    """The deployment's ``state.json``; :class:`StagingError` naming the folder if there is none.
+    Local."""
     p = Path(state_dir) / "state.json"
     try:
         return json.loads(p.read_text())

@@ -82,7 +82,7 @@ def info_from_record(name: str, rec: dict) -> ObjectInfo:
 
 
 def check_name(name: str) -> str:
-    """Validate an object name; return it. Raises :class:`InputError` naming the problem.
+    """Validate an object name; return it. Raises :class:`InputError` naming the problem. Local.
 
     Names are relative ``/``-separated paths; no component may be empty, ``..`` or start with ``.``
     (hidden names are the stores' own temporaries).
@@ -118,7 +118,7 @@ def check_read(info: ObjectInfo, h, seen: int) -> None:
 
 
 class Writer:
-    """Streams one object into a store; nothing is visible until :meth:`commit`.
+    """Streams one object into a store; nothing is visible until :meth:`commit`. Local.
 
     Use as a context manager: a clean exit commits, an exception aborts (removes the partial data).
     The checksum (algorithm ``algorithm``) is computed on each piece as it is written. Backends
