@@ -42,7 +42,7 @@ MODULES=(
   "pattern|hpcsuite/pgas/pattern.py|tests/pgas/test_pattern.py tests/pgas/test_pattern_properties.py||"
   "dist|hpcsuite/pgas/dist.py|tests/pgas/test_dist_maps.py tests/pgas/test_pattern_properties.py tests/pgas/test_pattern.py||"
   "deck|hpcsuite/deck.py|tests/test_deck.py tests/test_deck_validation.py|tests/test_deck_validation.py -k every_rank|x_read_text|x_load"
-  "lint|hpcsuite/jobs/lint.py|tests/jobs/test_lint_render.py tests/jobs/test_lint_rules.py tests/jobs/test_site.py||"
+  "lint|hpcsuite/jobs/lint.py|tests/jobs/test_lint_render.py tests/jobs/test_lint_rules.py tests/jobs/test_site.py::test_lint_knows_which_mpi_a_rendered_script_is_for tests/jobs/test_site.py::test_rendering_with_a_site_file||"
 )
 
 # Equivalent mutants: "module|mutant name|reason". A mutant listed here is left out of the rate's
@@ -78,7 +78,7 @@ prepare() {  # prepare NAME FILE TESTS: a fresh work folder with mutmut's config
   fi
   local have=()
   for t in $tests; do
-    if [ -e "$work/$t" ]; then have+=("$t"); else echo "[mutation] $name: warning: $t does not exist, left out" >&2; fi
+    if [ -e "$work/${t%%::*}" ]; then have+=("$t"); else echo "[mutation] $name: warning: $t does not exist, left out" >&2; fi
   done
   {
     echo "[mutmut]"

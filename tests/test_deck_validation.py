@@ -227,6 +227,10 @@ def test_every_rank_reads_rank_0s_deck_and_gets_its_error(team, shared_tmp):
         p.write_text("[grid]\nnx = 5\n")
     team.barrier()
     assert dk.load(p, team) == {"grid": {"nx": 5}}
+    # only rank 0 opens the file: the other ranks need not see it (a deck on rank 0's local disk)
+    mine = p if team.rank == 0 else shared_tmp / f"not-on-rank-{team.rank}.toml"
+    assert dk.load(mine, team) == {"grid": {"nx": 5}}
+    assert dk.read_text(mine, team) == "[grid]\nnx = 5\n"
     with pytest.raises(dk.DeckError, match="missing-mpi.toml: no such file"):
         dk.load(shared_tmp / "missing-mpi.toml", team)
     team.barrier()
