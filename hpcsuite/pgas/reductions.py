@@ -30,9 +30,10 @@ from __future__ import annotations
 import builtins
 
 import numpy as np
+from mpi4py import MPI
 
-from .arith import check_dist, new_array
-from .array import DistArray, empty
+from .arith import check_dist, local_part, new_array
+from .array import DistArray, empty, mpi_type
 from .dist import BLOCKCYCLIC, BLOCKED, NONE
 from .redistribute import copy as redistribute
 
@@ -282,9 +283,6 @@ def _along(a: DistArray, kind, axis: int, keepdims: bool) -> DistArray:
         r = new_array(rshape, res.dtype, a, dist=drop(specs, NONE), grid=drop(p.grid, 1))
         r.local[...] = res if keepdims else res.reshape(r.local.shape)
         return r
-    # partials: g along the axis, one per grid coordinate, in the array's own grid
-    tshape = a.shape[:axis] + (g,) + a.shape[axis + 1:]
-    tdist = specs[:axis] + (BLOCKED,) + specs[axis + 1:]
     others = [d for d in range(nd) if d != axis and specs[d].kind != "none"]
     wdist = list(specs)
     wdist[axis] = NONE
@@ -292,6 +290,13 @@ def _along(a: DistArray, kind, axis: int, keepdims: bool) -> DistArray:
         first = next(d for d in range(nd) if d != axis)
         wdist[first] = BLOCKED
     wgrid = tuple(1 if s.kind == "none" else 0 for s in wdist)
+    op = _allreduce_op(kind, a)
+    if op is not None and builtins.all(p.grid[d] == 1 for d in range(nd) if d != axis) and not p.tiled:
+        return _along_allreduce(a, kind, axis, keepdims, op, partial, rshape, drop(tuple(wdist), NONE),
+                                drop(wgrid, 1))
+    # partials: g along the axis, one per grid coordinate, in the array's own grid
+    tshape = a.shape[:axis] + (g,) + a.shape[axis + 1:]
+    tdist = specs[:axis] + (BLOCKED,) + specs[axis + 1:]
     temps = []
     try:
         parts = []
@@ -313,6 +318,46 @@ def _along(a: DistArray, kind, axis: int, keepdims: bool) -> DistArray:
     finally:
         for t in temps:
             t.free()
+    return r
+
+
+#: ufunc -> the MPI reduction that combines its partials (buffers, no pickling)
+_MPI_OPS = {np.add: MPI.SUM, np.multiply: MPI.PROD, np.logical_and: MPI.LAND, np.logical_or: MPI.LOR,
+            np.logical_xor: MPI.LXOR, np.bitwise_and: MPI.BAND, np.bitwise_or: MPI.BOR,
+            np.bitwise_xor: MPI.BXOR}
+
+
+def _allreduce_op(kind, a: DistArray):
+    """The MPI op for ``kind``'s partials if one ``Allreduce`` can combine them, else ``None``
+    (min/max: NaN propagation; var, arg*: ordered merges). The same answer on every rank."""
+    if type(kind) not in (_Ufunc, _Mean, _Truth) or kind.ufunc not in _MPI_OPS:
+        return None
+    try:
+        mpi_type(kind.dtypes[0])
+    except ValueError:
+        return None
+    return _MPI_OPS[kind.ufunc]
+
+
+def _along_allreduce(a, kind, axis, keepdims, op, partial, rshape, rdist, rgrid) -> DistArray:
+    """Reduce along ``axis`` when every other dimension is whole on every rank (e.g. rows
+    BLOCKED, reduced over the rows): each rank's partial covers the whole result, one
+    ``Allreduce`` combines them, and each rank keeps its block of the result. Collective."""
+    xp = a.device.xp
+    block = a.local
+    if block.shape[axis] == 0:              # nothing along the axis here: the ufunc's identity
+        shape = list(block.shape)
+        shape[axis] = 0
+        part = kind.ufunc.reduce(np.zeros(shape, kind.dtypes[0]), axis=axis, dtype=kind.dtypes[0],
+                                 keepdims=True)
+    else:
+        part = np.ascontiguousarray(a.device.to_host(partial()[0]), dtype=kind.dtypes[0])
+    a.team.Allreduce(MPI.IN_PLACE, part, op=op)
+    res = kind.final(np, [part], a.shape[axis])
+    if not keepdims:
+        res = res.reshape(rshape)
+    r = new_array(rshape, res.dtype, a, dist=rdist, grid=rgrid)
+    r.local[...] = local_part(res, r)          # (copied to the device for GPU arrays)
     return r
 
 
