@@ -12,9 +12,9 @@ import operator
 import numpy as np
 from mpi4py import MPI
 
-from .arith import check_dist, new_array
+from .arith import check_dist, local_part, new_array
 from .array import DistArray, empty
-from .dist import NONE
+from .dist import BLOCKED, NONE
 from .pattern import Pattern
 from .redistribute import copy as redistribute
 from .summa import matmul as summa
@@ -202,8 +202,11 @@ def matmul(a, b, out=None, **kwargs) -> DistArray:
     """``a @ b`` for 2-D DistArrays through SUMMA (:func:`hpcsuite.pgas.matmul`). Collective.
 
     The result has ``a``'s row and ``b``'s column distribution on ``a``'s grid (see
-    :func:`hpcsuite.pgas.matmul`). Other ranks (1-D, stacks of matrices), non-DistArray operands
-    and keywords other than ``out`` raise ``TypeError``.
+    :func:`hpcsuite.pgas.matmul`). One case skips SUMMA: only the inner dimension distributed, alike
+    in both (``a.T @ b`` of two row-distributed arrays, a Gram matrix): each rank multiplies its
+    blocks and one ``Allreduce`` sums the products; the result then has its rows BLOCKED over the
+    team. Other ranks (1-D, stacks of matrices), non-DistArray operands and keywords other than
+    ``out`` raise ``TypeError``.
     """
     func = "numpy.matmul"
     if kwargs:
@@ -214,10 +217,39 @@ def matmul(a, b, out=None, **kwargs) -> DistArray:
         out = out[0]
     if a.ndim != 2 or b.ndim != 2:
         raise TypeError(f"{func} on DistArrays: only 2-D @ 2-D (SUMMA), got {a.ndim}-D @ {b.ndim}-D")
+    if out is None and _inner_split(a, b):
+        return _matmul_inner(a, b)
     try:
         r = summa(a, b, out=out)
     except ValueError as exc:
         raise ValueError(str(exc).replace("matmul:", f"{func}:", 1)) from None
     if out is None:
         r._auto_free = True
+    return r
+
+
+def _inner_split(a: DistArray, b: DistArray) -> bool:
+    """Whether only the inner dimension is distributed, the same way in ``a`` and ``b``, with a
+    dtype MPI can sum. Local (global metadata only)."""
+    pa, pb = a.pattern, b.pattern
+    if pa.tiled or pb.tiled or pa.grid[0] != 1 or pb.grid[1] != 1 or pa.grid[1] == 1:
+        return False
+    if a.team.comm.Compare(b.team.comm) not in (MPI.IDENT, MPI.CONGRUENT) or a.shape[1] != b.shape[0]:
+        return False
+    if a.device.is_gpu != b.device.is_gpu:
+        return False
+    dt = np.result_type(a.dtype, b.dtype)
+    return dt.kind in "iufc" and pa.maps[1].same_as(pb.maps[0])
+
+
+def _matmul_inner(a: DistArray, b: DistArray) -> DistArray:
+    """``a @ b`` with the inner dimension split alike: local products, one ``Allreduce``, each rank
+    keeps its rows of the result (BLOCKED rows). Collective."""
+    dt = np.result_type(a.dtype, b.dtype)
+    dev = a.device
+    part = a.local.astype(dt, copy=False) @ b.local.astype(dt, copy=False)
+    full = np.ascontiguousarray(dev.to_host(part), dtype=dt)
+    a.team.Allreduce(MPI.IN_PLACE, full, op=MPI.SUM)
+    r = new_array((a.shape[0], b.shape[1]), dt, a, dist=(BLOCKED, NONE), grid=None)
+    r.local[...] = local_part(full, r)
     return r

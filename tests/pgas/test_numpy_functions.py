@@ -72,6 +72,24 @@ def test_matmul_matches_numpy(team, data_):
     b.free()
 
 
+def test_gram_matrix_of_row_distributed_arrays(team):
+    """x.T @ y with x, y split alike along rows (the inner dimension): local products and one
+    Allreduce (no SUMMA panels), the result's rows BLOCKED."""
+    for dist in ((B, N), (C, N), (BC(3), N)):
+        rx, ry = data((37, 6), np.float64, 44), data((37, 4), np.float64, 45)
+        x, y = dist_array(rx, (rx.shape, dist, None)), dist_array(ry, (ry.shape, dist, None))
+        comms = Comms()
+        with intercept(comms):
+            g = x.T @ y
+        check(g, rx.T @ ry)
+        if team.size > 1:
+            assert comms.calls == ["Allreduce"], comms.calls
+            assert g.dist == (B, N)
+        del g
+        x.free()
+        y.free()
+
+
 def test_reshape_where_the_layout_allows(team):
     ref = data((6, 4, 5), np.int32, 36)
     a = dist_array(ref, (ref.shape, (B, N, N), None))

@@ -80,6 +80,9 @@ def test_gpu_reductions_and_functions(team):
     check(a.astype(np.float32), ref.astype(np.float32))
     rows = on_gpu(ref, (B, N))
     check(np.concatenate([rows, a], axis=1), np.concatenate([ref, ref], axis=1))
+    gram = rows.T @ rows                            # the inner dimension split: one Allreduce
+    assert isinstance(gram.local, cupy.ndarray)
+    check(gram, ref.T @ ref)
     rows.free()
     xp = a.__array_namespace__()
     check(xp.sum(xp.sqrt(xp.abs(a)), axis=1), np.sqrt(np.abs(ref)).sum(axis=1))
