@@ -108,7 +108,7 @@ def verifier(info: ObjectInfo):
 
 
 def check_read(info: ObjectInfo, h, seen: int) -> None:
-    """Raise :class:`ChecksumError` unless ``seen`` bytes hashing to ``h`` are ``info``'s."""
+    """Raise :class:`ChecksumError` unless ``seen`` bytes hashing to ``h`` are ``info``'s. Local."""
     if seen != info.size:
         raise ChecksumError(f"object {info.name!r}: read {seen} bytes, stored size is {info.size}")
     got = h.hexdigest()
