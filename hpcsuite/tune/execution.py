@@ -267,10 +267,10 @@ class Execution:
             mine = self._steady(k) and name in _SKIPPABLE
             ch = ("c", team.comm.py2f())
             payload = self._delta(ch)
-            buf = np.array([*self.path, 0.0 if mine else 1.0, 1.0 if payload else 0.0])
+            buf = np.array([*self.path, 0.0 if mine else 1.0, len(payload) if payload else 0.0])
             _wait(team.comm.Iallreduce(MPI.IN_PLACE, buf, op=MPI.MAX))   # merge paths, agree
             if buf[6]:
-                self._share_collective(team.comm, ch, payload)
+                self._share_collective(team.comm, ch, payload, int(buf[6]))
             self.path[:] = buf[:5].tolist()
             self._check_bound()
             if buf[5] == 0.0:
@@ -421,18 +421,20 @@ class Execution:
         if caught_up:                  # what came from this channel need not go back on it
             sent[channel] = len(log)
 
-    def _share_collective(self, comm, channel, payload) -> None:
-        """Allgather every participant's statistics (collective over ``comm``; sizes first)."""
-        mine = np.frombuffer(payload, np.uint8) if payload else np.empty(0, np.uint8)
-        sizes = np.empty(comm.Get_size(), np.int64)
-        _wait(comm.Iallgather(np.array([mine.size], np.int64), sizes))
-        displs = np.concatenate([[0], np.cumsum(sizes)[:-1]])
-        recv = np.empty(int(sizes.sum()), np.uint8)
-        _wait(comm.Iallgatherv(mine, [recv, sizes, displs, MPI.BYTE]))
+    def _share_collective(self, comm, channel, payload, longest: int) -> None:
+        """Allgather every participant's statistics (collective over ``comm``): one allgather of
+        ``longest`` bytes each (the path allreduce gave the longest), the length in front."""
+        mine = np.zeros(longest + 8, np.uint8)
+        if payload:
+            mine[:8] = np.frombuffer(np.int64(len(payload)).tobytes(), np.uint8)
+            mine[8:8 + len(payload)] = np.frombuffer(payload, np.uint8)
+        recv = np.empty((comm.Get_size(), longest + 8), np.uint8)
+        _wait(comm.Iallgather(mine, recv))
         me = comm.Get_rank()
-        for r, (size, at) in enumerate(zip(sizes.tolist(), displs.tolist())):
+        for r in range(comm.Get_size()):
+            size = int(recv[r, :8].view(np.int64)[0])
             if size and r != me:
-                self._learn(channel, recv[at:at + size].tobytes())
+                self._learn(channel, recv[r, 8:8 + size].tobytes())
 
     def _share_p2p(self, comm, h, sends, receives) -> None:
         """Send each ``(peer, payload)`` and receive ``(peer, nbytes)`` announced in the path

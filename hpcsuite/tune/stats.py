@@ -149,12 +149,12 @@ class Model:
     def record(self, key: tuple, t: float) -> None:
         """Add a sample of this rank's own. Local.
 
-        The change is logged for the path when the count reaches a power of two: a snapshot
-        carries all samples so far, so sending it at 1, 2, 4, 8, ... samples costs a logarithmic
-        number of messages per kernel instead of one per sample."""
+        The change is logged for the path when the count reaches a power of two, from
+        ``min_samples`` on: a snapshot carries all samples so far, so sending it at 2, 4, 8, ...
+        samples costs a logarithmic number of messages per kernel instead of one per sample."""
         s = self.stats(key)
         s.add(t)
-        if self.origin is not None and not s.n & (s.n - 1):
+        if self.origin is not None and s.n >= self.min_samples and not s.n & (s.n - 1):
             self.changes.append((self.origin, key))
 
     def known(self) -> list:

@@ -12,7 +12,9 @@ Strategies:
   (Student's t at ``(1 - confidence) / configurations``, Bonferroni, with the incumbent's standard
   error and the run-to-run spread pooled over the configurations finished so far); between runs,
   when Welch's t-test says its runs are slower than ``(1 + tolerance)`` times the incumbent's at
-  that corrected level. Before any spread has been measured nothing is dropped.
+  that corrected level (each sample's variance at least the pooled spread: the runs of one
+  configuration follow each other and share the machine's state of that moment). Before any
+  spread has been measured nothing is dropped.
 
 Robust choice: after the search, every configuration that Welch's test (Holm-corrected, level
 ``1 - confidence``) cannot tell from the best is a finalist (at most ``finalists`` of them, fastest
@@ -21,8 +23,9 @@ first); the finalists, the winner among them, are run ``remeasure`` more times, 
 so a prediction that was low by chance (the winner's curse of a minimum over noisy estimates) and
 a drift of the machine during the search do not decide. A warm model (one loaded with
 statistics) is first rescaled to the machine's current speed: two profile runs of the first
-configuration, the second compared kernel by kernel with the model (the ratio of the total times,
-over all ranks), ``TuningResult.calibration``.
+configuration, the second compared kernel by kernel with the model (the ratio of the total times
+of its computation kernels, over all ranks; of its communication kernels if it has no computation
+kernel), ``TuningResult.calibration``.
 
 Each configuration is evaluated over ``iterations`` runs of its program, as an iterative
 application (or a benchmark loop) runs it, and as the reference autotuner evaluates
@@ -272,6 +275,7 @@ class Autotuner:
         self.progress = progress
         self.prepare = prepare
         self._states: dict = {}
+        self._done: list = []             # the configurations finished "ok" so far in this search
 
     # ------------------------------------------------------------------ the search
     def _program(self, cfg: dict) -> Callable[[], object]:
@@ -371,9 +375,28 @@ class Autotuner:
         a, b = self._sample(runs), self._sample(incumbent.runs)
         if len(runs) < 3 or len(a) < 2 or len(b) < 2:
             return None
-        scaled = [(1.0 + self.model.tolerance) * v for v in b]
-        p = float(sps.ttest_ind(a, scaled, equal_var=False, alternative="greater").pvalue)
+        p = self._welch(a, [(1.0 + self.model.tolerance) * v for v in b])
         return p if p < self._alpha() else None
+
+    def _welch(self, a: list, b: list) -> float:
+        """One-sided Welch p-value that ``a``'s mean exceeds ``b``'s. Each sample's variance is
+        at least the run-to-run spread pooled over the configurations (relative, times its
+        mean): runs of one configuration follow each other and share the machine's state of
+        that moment (selective runs that charge the same means even agree almost exactly), so
+        their own spread understates how far apart two configurations' runs may fall."""
+        noise = self._noise()
+        var_rel = noise[0] if noise else 0.0
+        stats = []
+        for x in (a, b):
+            m = statistics.fmean(x)
+            v = max(statistics.variance(x) if len(x) > 1 else 0.0, var_rel * m * m)
+            stats.append((m, math.sqrt(v), len(x)))
+        (ma, sa, na), (mb, sb, nb) = stats
+        if sa == 0.0 and sb == 0.0:
+            return 0.0 if ma > mb else 1.0
+        p = float(sps.ttest_ind_from_stats(ma, sa, na, mb, sb, nb, equal_var=False,
+                                           alternative="greater").pvalue)
+        return 1.0 if math.isnan(p) else p
 
     def _finalists(self, ok: list) -> list:
         """The configurations Welch's test (Holm step-down over them, level ``1 - confidence``)
@@ -387,8 +410,7 @@ class Autotuner:
             a = self._sample(r.runs)
             p = 1.0
             if len(a) >= 2 and len(b) >= 2:
-                p = float(sps.ttest_ind(a, b, equal_var=False, alternative="greater").pvalue)
-                p = 1.0 if math.isnan(p) else p
+                p = self._welch(a, b)
             pvals.append(p)
         alpha = 1.0 - self.model.confidence
         rejected = set()
@@ -430,13 +452,18 @@ class Autotuner:
                     program()
         except Exception:                 # noqa: BLE001 - an invalid first configuration shows later
             return None
-        measured = predicted = 0.0
-        for k, s in fresh.kernels.items():
+        # totals over the kernels the model knows, computation and communication apart: waiting
+        # in a message (for a late partner, for a core on a busy machine) varies far more than a
+        # BLAS call does, so computation alone decides where the run had any
+        sums = np.zeros(4)
+        for k, st in fresh.kernels.items():
             known = self.model.kernels.get(k)
             if known is not None and known.n:
-                measured += s.n * s.mean
-                predicted += s.n * known.mean
-        measured, predicted = (float(x) for x in self.comm.allreduce(np.array([measured, predicted])))
+                i = 0 if k[0] == "comp" else 2
+                sums[i] += st.n * st.mean
+                sums[i + 1] += st.n * known.mean
+        sums = self.comm.allreduce(sums)
+        measured, predicted = (sums[0], sums[1]) if sums[1] > 0 else (sums[2], sums[3])
         if predicted <= 0 or measured <= 0:
             return None
         factor = measured / predicted
