@@ -74,7 +74,9 @@ def test_gpu_reductions_and_functions(team):
                 assert isinstance(got, (np.generic, bool, np.ndarray)), (func, type(got))
             check(got, getattr(np, func)(ref, axis=axis))
     check(a.T, ref.T)
-    check(a.T @ a, ref.T @ ref)
+    prod = a.T @ a                                  # SUMMA (host), the result on the device
+    assert isinstance(prod.local, cupy.ndarray)
+    check(prod, ref.T @ ref)
     check(np.where(a > 0, a, 0.0), np.where(ref > 0, ref, 0.0))
     check(np.clip(a, -1, 1), np.clip(ref, -1, 1))
     check(a.astype(np.float32), ref.astype(np.float32))
