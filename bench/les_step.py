@@ -7,6 +7,11 @@ several steps (each step's time the slowest rank's, started together after a bar
 times are the slowest rank's totals over those steps. Strong scaling: run at 1 and 2 ranks and
 compare the "per step" column (the machine has 2 cores; 4 ranks are oversubscribed).
 
+``--no-fused`` runs the operators' array-API reference (``les.ops.select("reference")``): NumPy,
+one thread per rank. A ratio between the two compares equal threads only when the kernels run on
+one thread per rank as well: ``HPCSUITE_THREADS=1`` (the table's title says the threads per rank).
+
+    HPCSUITE_THREADS=1 mpiexec -n 1 python bench/les_step.py [--no-fused]     # equal threads
     mpiexec -n 1 python bench/les_step.py
     mpiexec -n 2 python bench/les_step.py
     mpiexec -n 2 python bench/les_step.py --shape 128 128 80 --steps 5
@@ -23,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import COMM, THREADS, Table  # noqa: E402
 
-from hpcsuite.les import fused  # noqa: E402
+from hpcsuite.les import ops  # noqa: E402
 from hpcsuite.les.model import bomex_like, time_steps  # noqa: E402
 from hpcsuite.runtime.malloc import keep_freed_memory  # noqa: E402
 from hpcsuite.runtime import Team, Timers  # noqa: E402
@@ -62,13 +67,13 @@ def main() -> int:
     ap.add_argument("--malloc-default", action="store_true",
                     help="keep glibc's malloc thresholds (the app raises them: runtime.malloc)")
     ap.add_argument("--no-fused", action="store_true",
-                    help="run the array-API source (not the fused numba kernels of hpcsuite.les.fused "
-                    "on the CPU, nor the CUDA kernels of les.gpukernels / les.gpusubgrid on the GPU)")
+                    help="run the operators' array-API reference (les.ops.select('reference'): not the "
+                    "numba kernels on the CPU, nor the CUDA kernels on the GPU)")
     args = ap.parse_args()
     if not args.malloc_default:
         keep_freed_memory()            # as `hpcsuite run` does
     if args.no_fused:
-        fused.ENABLED = False
+        ops.select("reference")
     shape = tuple(args.shape)
     cells = shape[0] * shape[1] * shape[2]
     size = COMM.Get_size()

@@ -5,9 +5,11 @@ the vertical grid on the device), ``horizontal`` (slab sums and means over all r
 ``constants`` (the physical constants), ``advection``, ``pressure``, ``timestep`` (RK3, adaptive
 dt), ``model`` (the loop), ``io`` (fields, cross-sections, checkpoints) -- the dynamics;
 ``thermo``, ``subgrid``, ``surface``, ``forcings``, ``cases``, ``statistics``, ``plot`` -- the
-physics; ``fused`` -- numba kernels that replace the hottest array-API operators on NumPy arrays,
-bit for bit; ``gpukernels`` and ``gpusubgrid`` -- the same operators as CUDA kernels on CuPy arrays,
-on what they share in ``gpubase`` (``fused.ENABLED = False`` runs the array-API source everywhere). Import the modules directly
+physics; ``ops`` -- the operators the terms call, each with one entry point, its array-API reference
+and the kernels registered for it, chosen in one place (``ops.select("reference")`` runs the
+array-API source everywhere); ``fused`` -- numba kernels for them on NumPy arrays, bit for bit;
+``gpukernels`` and ``gpusubgrid`` -- CUDA kernels for them on CuPy arrays, on what they share in
+``gpubase``. Import the modules directly
 (``from hpcsuite.les import grid``); this package imports nothing heavy on its own.
 """
 

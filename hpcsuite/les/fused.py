@@ -5,11 +5,12 @@ diffusivities, scalar and momentum diffusion, optionally added straight into the
 buoyancy, Coriolis and subsidence, the pressure projection's divergence and gradient, and the
 Runge-Kutta stage update.
 
-The array-API source in the term modules (``advection``, ``subgrid``, ``forcings``, ``pressure``,
-``model``) stays the reference; on NumPy arrays these kernels replace it (on CuPy arrays their
-CUDA counterparts in ``gpukernels`` and ``gpusubgrid`` do). They
+The array-API source of the operators in ``les.ops`` stays the reference; these kernels are
+registered there as the ``"numba"`` implementations and replace it on NumPy arrays (on CuPy arrays
+their CUDA counterparts in ``gpukernels`` and ``gpusubgrid`` do). They
 perform the same floating-point operations in the same order (no fastmath: no reassociation, no
-FMA contraction), so both paths agree bit for bit, which ``tests/les/test_fused.py`` checks. Why numba and not more NumPy: a scalar diffusion in NumPy makes
+FMA contraction), so both paths agree bit for bit, which ``tests/les/test_ops.py`` checks for every
+registered kernel and ``tests/les/test_fused.py`` for whole steps. Why numba and not more NumPy: a scalar diffusion in NumPy makes
 about fifteen passes over memory with a fresh temporary each; fused it is one.
 
 numba comes with the ``fast`` extra. Without it :data:`AVAILABLE` is false, the kernels below stay
@@ -18,29 +19,23 @@ slower); the CUDA kernels of ``gpukernels`` do not need numba.
 """
 from __future__ import annotations
 
-import os
-
 import numpy as np
 
 from ..runtime import optional
 
-__all__ = ["ENABLED", "scalar_diffusion", "momentum_diffusion", "tke_sources", "face_velocities", "buoyancy", "sat_prepare", "sat_mask", "sat_finish", "horizontal_advection", "advect_into", "edges",
+__all__ = ["scalar_diffusion", "momentum_diffusion", "tke_sources", "face_velocities", "buoyancy", "sat_prepare", "sat_mask", "sat_finish", "horizontal_advection", "advect_into", "edges",
            "strain2", "tke_closure", "face_diffusivities", "rk_update", "coriolis", "subsidence",
            "projection_rhs", "subtract_gradient", "AVAILABLE", "on_cpu"]
-
-#: use these kernels on NumPy arrays (bit-identical results); ``False`` runs the array-API source
-#: everywhere, e.g. to compare the two in a benchmark (``bench/les_step.py --no-fused``). The
-#: environment variable ``HPCSUITE_LES_FUSED=0`` sets it to ``False`` for a whole run.
-ENABLED = os.environ.get("HPCSUITE_LES_FUSED", "1").strip() != "0"
 
 #: whether numba is installed (the ``fast`` extra): the CPU kernels here need it, the GPU ones not
 numba, AVAILABLE = optional.numba_module()
 
 
 def on_cpu() -> bool:
-    """Whether the CPU kernels here replace the array-API source on NumPy arrays: :data:`ENABLED`
-    and numba installed. Local."""
-    return ENABLED and AVAILABLE
+    """Whether the CPU kernels here can run (numba is installed). Whether they do is the operator
+    registry's choice (``les.ops.is_selected("numba")``; ``HPCSUITE_LES_FUSED=0`` or
+    ``ops.select("reference")`` runs the array-API source everywhere). Local."""
+    return AVAILABLE
 
 
 @numba.njit(parallel=True, fastmath=False, cache=True)

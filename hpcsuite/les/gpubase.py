@@ -5,15 +5,15 @@ several fields.
 their CUDA source and register its compiled module here; both build on this module, and neither
 imports the other.
 
-* :func:`usable` -- whether the CUDA kernels apply to some arrays (enabled, float64 CuPy arrays with
-  the right layout, every registered module compiled); the callers in the term modules ask it
-  (as ``gpukernels.usable``) before taking a kernel;
+* :func:`usable` -- whether the CUDA kernels apply to some arrays (float64 CuPy arrays with the
+  right layout, every registered module compiled); the ``"cuda"`` implementations registered in
+  ``les.ops`` ask it in their eligibility checks;
 * :func:`register_module` -- how a kernel module makes its CUDA module part of that compile check;
 * :class:`AddressTables` and :func:`launch_over_fields` -- kernels over several fields at once, reading
   the fields' device addresses from small tables made once.
 
-``fused.ENABLED = False`` (or ``HPCSUITE_LES_FUSED=0``) turns the CUDA kernels off with the CPU ones.
-All functions here are local.
+Whether the CUDA kernels run at all is the operator registry's choice (``les.ops.select``; the
+CPU kernels' switch no longer turns them off). All functions here are local.
 """
 from __future__ import annotations
 
@@ -22,7 +22,6 @@ from typing import Callable
 import numpy as np
 
 from ..runtime import optional
-from . import fused
 
 __all__ = ["usable", "register_module", "AddressTables", "launch_over_fields", "GRID_YZ_MAX"]
 
@@ -54,14 +53,12 @@ def register_module(name: str, build: Callable[[], object]) -> None:
 def usable(*arrays, strided: bool = False) -> bool:
     """Whether the LES CUDA kernels (``gpukernels``, ``gpusubgrid``) apply to ``arrays``. Local.
 
-    They apply when enabled (``fused.ENABLED``), every array is a float64 CuPy array (the CuPy
+    They apply when every array is a float64 CuPy array (the CuPy
     stand-in's arrays count: tests), C-contiguous, or with ``strided`` any view whose last axis is
     contiguous and whose strides are non-negative, and every registered CUDA module compiled (if
     NVRTC refuses one, the array-API source runs, after one warning).
     """
     # (about a hundred calls per step: kept cheap, as the launches it decides about)
-    if not fused.ENABLED:
-        return False
     for a in arrays:
         t = type(a)
         on_cupy = _CUPY_TYPES.get(t)

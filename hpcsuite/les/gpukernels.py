@@ -33,8 +33,9 @@ Measured on an H200 so far: the saturation adjustment (``thermo`` 0.147 -> 0.025
 ``tests/les/test_gpukernels.py`` compares them with the source on the CuPy stand-in (the kernel
 compiled for the CPU) and, where a GPU is present, on the GPU.
 
-``fused.ENABLED = False`` (or ``HPCSUITE_LES_FUSED=0``) turns it off with the CPU kernels, so a
-run can use the array-API source everywhere. All functions here are local.
+The kernels are registered as the ``"cuda"`` implementations of the operators in ``les.ops``, which
+choose them (``ops.select("reference")`` or ``HPCSUITE_LES_FUSED=0``: the array-API source
+everywhere). All functions here are local.
 """
 from __future__ import annotations
 

@@ -19,6 +19,7 @@ import numpy as np
 
 from .. import pgas
 from ..runtime import InputError
+from ..runtime.device import to_host
 
 __all__ = ["write_fields", "save_checkpoint", "load_checkpoint", "CrossSections", "checkpoint_exists"]
 
@@ -144,7 +145,7 @@ class CrossSections:
         if self.cloudiest and ctx.diag.get("ql") is not None:
             from mpi4py import MPI
             rows = np.zeros(g.ny)
-            rows[g.j0:g.j0 + g.nyl] = _host(ctx.xp.sum(ctx.diag["ql"][I, J, ...], axis=(0, 2)))
+            rows[g.j0:g.j0 + g.nyl] = to_host(ctx.xp.sum(ctx.diag["ql"][I, J, ...], axis=(0, 2)))
             self.team.Allreduce(MPI.IN_PLACE, rows, op=MPI.SUM)
             self.j = int(np.argmax(rows)) if rows.max() > 0 else g.ny // 2
         mine_xy, mine_xz = {}, {}
@@ -154,7 +155,7 @@ class CrossSections:
                 a = ctx.diag.get(n)
             if a is None:
                 continue
-            host = _host(a)
+            host = to_host(a)
             mine_xy[n] = host[I, J][:, :, [min(k, host.shape[2] - 1) for k in self.levels]]
             if g.j0 <= self.j < g.j0 + g.nyl:
                 mine_xz[n] = host[I, h + self.j - g.j0, :]
@@ -204,7 +205,3 @@ class CrossSections:
                         f[f"crosssection/xz/{n}"] = np.stack(self.xz[n])[:, :, :g.nz]
             os.replace(tmp, path)
         self.team.barrier()
-
-
-def _host(a) -> np.ndarray:
-    return a.get() if type(a).__module__.startswith("cupy") else np.asarray(a)

@@ -12,10 +12,8 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
-
 from ..runtime import Timers, optional
-from . import fused, gpukernels
+from . import fused, gpukernels, ops
 from .state import zeros_in_one_buffer
 from .timestep import RK3, RK3_TIMES, BlowUp, TimeStepper, locate_blowup, whole_max
 
@@ -73,7 +71,8 @@ class Model:
         # on a GPU, saving the start of a step and each stage's update are one launch for all fields
         self._table = None
         arrays = (*ctx.fields.values(), *self.start.values(), *ctx.tend.values())
-        if self._start_all is not None and "w" in ctx.fields and gpukernels.usable(*arrays, self._start_all):
+        if self._start_all is not None and "w" in ctx.fields and ops.is_selected("cuda") \
+                and gpukernels.usable(*arrays, self._start_all):
             self._table = gpukernels.FieldTable(ctx.fields, self.start, ctx.tend, self._start_all, self.floors)
         self.update_halos()
 
@@ -164,27 +163,13 @@ class Model:
         return dt
 
     def _update_each(self) -> None:
-        """The Runge-Kutta stage update, field by field (``fused`` on the CPU, a kernel each on a GPU,
-        the array-API source elsewhere). Local."""
+        """The Runge-Kutta stage update, field by field (:data:`ops.dynamics.rk_update`; ``w`` set to
+        zero at the surface and the lid). Local."""
         ctx, fields = self.ctx, self.ctx.fields
         I, J = ctx.grid.interior
-        w_ends_set = False
         for n, a in fields.items():
-            if fused.on_cpu() and isinstance(a, np.ndarray):      # the same operations in one pass
-                fused.rk_update(a, self.start[n], ctx.dt, ctx.tend[n], (I, J), self.floors.get(n))
-                continue
-            if gpukernels.usable(a, self.start[n], ctx.tend[n]):  # (CUDA; w's ends in the same launch)
-                gpukernels.rk_update(a, self.start[n], ctx.dt, ctx.tend[n], (I, J), self.floors.get(n),
-                                     zero_ends=n == "w")
-                w_ends_set = w_ends_set or n == "w"
-                continue
-            a[I, J, ...] = self.start[n][I, J, ...] + ctx.dt * ctx.tend[n][I, J, ...]
-            if n in self.floors:
-                a[I, J, ...] = ctx.xp.maximum(a[I, J, ...], self.floors[n])
-        if not w_ends_set:       # (the halo update after the stage fills the rest of the rows)
-            w, nz = fields["w"], ctx.grid.nz
-            w[..., 0] = 0.0
-            w[..., nz] = 0.0
+            ops.dynamics.rk_update(ctx.xp, a, self.start[n], ctx.dt, ctx.tend[n], (I, J), self.floors.get(n),
+                                   zero_ends=n == "w")
 
     def free(self) -> None:
         """Release the distributed arrays (fields, pressure solver). Collective."""
@@ -211,7 +196,7 @@ def build(grid, team, names, advection, before=(), after=(), dims=(0, 0), device
         import cupy as xp
     else:
         import numpy as xp
-        if fused.ENABLED and not fused.AVAILABLE:
+        if ops.is_selected("numba") and not fused.AVAILABLE:
             optional.note_missing("numba", "LES", "the array-API source runs on the CPU: same results, "
                                   "2-3x slower", team.rank)
     ctx = StepContext(store.grid, xp, team, store.locals(), store=store, base=base, profiles=profiles,

@@ -13,21 +13,15 @@ The divergence and gradient are the staggered 2nd-order differences that ``L`` i
 """
 from __future__ import annotations
 
-import numpy as np
-
 from ..solvers.poisson import PoissonFFT
-from . import fused, gpukernels
+from .ops import dynamics as ops
 
 __all__ = ["PressureProjection", "divergence"]
 
 
 def divergence(u, v, w, g, zg):
     """Discrete divergence on the interior cells (needs the east/north halo of u and v). Local."""
-    h, nxl, nyl = g.h, g.nxl, g.nyl
-    I, J = slice(h, h + nxl), slice(h, h + nyl)
-    I1, J1 = slice(h + 1, h + nxl + 1), slice(h + 1, h + nyl + 1)
-    return ((u[I1, J, ...] - u[I, J, ...]) / g.dx + (v[I, J1, ...] - v[I, J, ...]) / g.dy
-            + (w[I, J, 1:] - w[I, J, :-1]) * zg.rdzf)
+    return ops.divergence(u, v, w, g.h, g.nxl, g.nyl, g.dx, g.dy, zg.rdzf)
 
 
 class PressureProjection:
@@ -56,28 +50,14 @@ class PressureProjection:
         """Project ``ctx.tend`` so the substep's velocity is divergence-free. Collective (three
         halo exchanges and the solver's transposes)."""
         xp, g, zg = ctx.xp, ctx.grid, ctx.zgrid
-        h, nz = g.h, g.nz
+        h = g.h
         I, J = g.interior
         tu, tv, tw = ctx.tend["u"], ctx.tend["v"], ctx.tend["w"]
         s = ctx.start
         rdt = 1.0 / ctx.dt
-        # the fused kernels do the same operations in one pass each
-        fusable = fused.on_cpu() and isinstance(tu, np.ndarray) and isinstance(zg.rdzf, np.ndarray)
-        cuda = not fusable and gpukernels.usable(tu, tv, tw, zg.rdzf, zg.rdzh, *(s[n] for n in "uvw" if s))
-        if not cuda:        # (the CUDA kernel below zeroes them itself: two launches fewer)
-            tw[..., 0] = 0.0
-            tw[..., nz] = 0.0
         ctx.update_halo(tu, tv)
-        if cuda:
-            rhs = gpukernels.projection_rhs((tu, tv, tw), (s["u"], s["v"], s["w"]) if s else None, rdt, h,
-                                            g.nxl, g.nyl, g.dx, g.dy, zg.rdzf, zero_w_ends=True)
-        elif fusable:
-            rhs = fused.projection_rhs((tu, tv, tw), (s["u"], s["v"], s["w"]) if s else None, rdt, h,
-                                       g.nxl, g.nyl, g.dx, g.dy, zg.rdzf)
-        else:
-            rhs = divergence(tu, tv, tw, g, zg)
-            if s:
-                rhs = rhs + divergence(s["u"], s["v"], s["w"], g, zg) * rdt
+        rhs = ops.projection_rhs(xp, (tu, tv, tw), (s["u"], s["v"], s["w"]) if s else None, rdt, h, g.nxl, g.nyl,
+                                 g.dx, g.dy, zg.rdzf)       # (w's tendency at the walls set to zero)
         # a cell-type array (nz levels) kept from call to call: its interior is written here and its
         # halo (x and y only: the whole rest of it) by the update below
         p = self._p
@@ -85,14 +65,7 @@ class PressureProjection:
             p = self._p = xp.zeros_like(tu)
         p[I, J, :] = self.solver.solve(rhs)
         ctx.update_halo(p)
-        if cuda and gpukernels.usable(p):
-            gpukernels.subtract_gradient(tu, tv, tw, p, h, g.nxl, g.nyl, g.dx, g.dy, zg.rdzh)
-        elif fusable:
-            fused.subtract_gradient(tu, tv, tw, p, h, g.nxl, g.nyl, g.dx, g.dy, zg.rdzh)
-        else:
-            tu[I, J, :] -= (p[I, J, ...] - p[h - 1:h - 1 + g.nxl, J, ...]) / g.dx
-            tv[I, J, :] -= (p[I, J, ...] - p[I, h - 1:h - 1 + g.nyl, ...]) / g.dy
-            tw[I, J, 1:nz] -= (p[I, J, 1:] - p[I, J, :-1]) * zg.rdzh[1:nz]
+        ops.subtract_gradient(tu, tv, tw, p, h, g.nxl, g.nyl, g.dx, g.dy, zg.rdzh)
         ctx.diag["p"] = p
 
     def free(self) -> None:

@@ -19,6 +19,7 @@ import numpy as np
 
 from .. import pgas
 from ..runtime import Team, grid_shape
+from ..runtime.device import strict_device_of
 from .grid import HALO, Grid
 
 __all__ = ["FieldStore", "StepContext", "add_at", "process_grid", "zeros_in_one_buffer", "zgrid_on", "zgrid_of"]
@@ -57,7 +58,7 @@ def zeros_in_one_buffer(xp, like: dict, pad_to: int = 1):
     if len(dtypes) != 1:
         return None, {n: xp.zeros_like(a) for n, a in like.items()}
     sizes = [math.prod(a.shape) for a in like.values()]
-    device = _strict_device(xp, like)
+    device = strict_device_of(xp, like.values())
     kw = {} if device is None else {"device": device}
     buf = xp.zeros(-(-sum(sizes) // pad_to) * pad_to, dtype=dtypes.pop(), **kw)
     offsets = np.cumsum([0] + sizes)
@@ -273,7 +274,7 @@ class StepContext:
         self.profiles = profiles if profiles is not None else {}
         self.params = params if params is not None else {}
         self.t, self.dt, self.dt_full, self.rk_stage = float(t), float(dt), float(dt), 0
-        self.zgrid = zgrid_on(grid, xp, _strict_device(xp, fields))
+        self.zgrid = zgrid_on(grid, xp, strict_device_of(xp, fields.values()))
         self.start: dict = {}
         self.galilean = (0.0, 0.0)
 
@@ -301,13 +302,6 @@ class StepContext:
     @property
     def interior(self) -> tuple[slice, slice]:
         return self.grid.interior
-
-
-def _strict_device(xp, fields):
-    """The device of the fields under ``array_api_strict`` (else None: NumPy and CuPy need none)."""
-    if not getattr(xp, "__name__", "").startswith("array_api_strict") or not fields:
-        return None
-    return next(iter(fields.values())).device
 
 
 def _periodic_fill(a, h: int) -> None:

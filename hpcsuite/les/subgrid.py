@@ -27,16 +27,18 @@ difference of ``diag['thv']`` (one-sided at the walls).
 All arrays are local blocks with halo (the fields' halos must be valid on entry). ``ekm``/``ekh``
 (``diag['ekm']``, ``diag['ekh']``) are valid on the interior and one cell around it, which is all
 the diffusion reads, so no halo exchange is needed. Every term here is local (no communication).
+
+The discrete operators themselves (with their array-API reference and the numba and CUDA kernels
+registered for them) are in :mod:`hpcsuite.les.ops.subgrid`; the terms here call them and never
+choose.
 """
 from __future__ import annotations
 
-import numpy as np
-
 from ..runtime import InputError
-from . import fused, gpukernels, gpusubgrid
-from .constants import GRAV
-from .state import add_at, zgrid_of
-from .thermo import concat
+from .ops import subgrid as ops
+from .ops.common import core as _c
+from .ops.common import interior_add
+from .state import zgrid_of
 
 __all__ = ["ConstantViscosity", "Smagorinsky", "SubgridTKE", "ScalarDiffusion", "diffuse_scalar", "momentum_diffusion",
            "strain2", "KARMAN", "EKMIN", "E12MIN"]
@@ -45,33 +47,6 @@ KARMAN = 0.4       # von Karman constant (DALES fkar)
 EKMIN = 1e-6       # m^2/s, lower bound of ekm and ekh (DALES ekmin)
 E12MIN = 5e-5      # m/s, lower bound of e12 (DALES e12min)
 _MOMENTUM = ("u", "v", "w")
-
-
-# ---------------------------------------------------------------------------------------------
-# helpers: "core" views (the block without its outermost rim) shifted by (di, dj)
-def _c(a, di: int = 0, dj: int = 0):
-    nx, ny = a.shape[0], a.shape[1]
-    return a[1 + di:nx - 1 + di, 1 + dj:ny - 1 + dj, ...]
-
-
-def _full(xp, core, shape2):
-    """A block-shaped array holding ``core`` inside a zero rim of one cell."""
-    out = xp.zeros(tuple(shape2) + tuple(core.shape[2:]), dtype=core.dtype, **_dev(xp, core))
-    out[1:-1, 1:-1, ...] = core
-    return out
-
-
-def _dev(xp, like) -> dict:
-    """``device=`` for array_api_strict's non-default device (NumPy and CuPy need none)."""
-    return {"device": like.device} if getattr(xp, "__name__", "").startswith("array_api_strict") else {}
-
-
-def _k(K, di=0, dj=0):
-    return K if isinstance(K, float) else _c(K, di, dj)
-
-
-def _zeros_like_level(xp, a):
-    return xp.zeros_like(a[..., :1])
 
 
 class _Geo:
@@ -98,13 +73,8 @@ class _Geo:
 
 def _add_interior(ctx, name, core_tend, levels=None):
     """Add a core-shaped tendency to the interior of ``ctx.tend[name]``."""
-    g, h = ctx.grid, ctx.h
-    t = ctx.tend[name]
-    src = core_tend[h - 1:h - 1 + g.nxl, h - 1:h - 1 + g.nyl, ...]
-    if levels is None:
-        add_at(t, (slice(h, h + g.nxl), slice(h, h + g.nyl), ...), src)
-    else:
-        add_at(t, (slice(h, h + g.nxl), slice(h, h + g.nyl), levels), src)
+    g = ctx.grid
+    interior_add(ctx.tend[name], core_tend, ctx.h, g.nxl, g.nyl, levels)
 
 
 def _surface(ctx, key):
@@ -139,83 +109,36 @@ class ScalarDiffusion:
     @property
     def faces(self):
         """``(kx, ky, kz)``: the diffusivity on the x, y (core rows / columns) and inner z faces
-        (formed on first use, once for every field diffused with ``K``)."""
-        if self._faces is None and self._K is None and _gpu(self._raw, self.geo.dzf, self.geo.dzh):
-            self._faces = gpusubgrid.face_diffusivities(self._raw, self.geo.dzf, self.geo.dzh, scale=self._scale)
+        (formed on first use, once for every field diffused with ``K``; :data:`ops.face_diffusivities`)."""
         if self._faces is None:
-            K, dzf, dzh = self.K, self.geo.dzf, self.geo.dzh
-            if isinstance(K, float):
-                self._faces = (K, K, K)
-            elif _fusable(K, dzf):
-                self._faces = fused.face_diffusivities(K, dzf, dzh)      # the same operations in one pass
-            elif _gpu(K, dzf, dzh):
-                self._faces = gpusubgrid.face_diffusivities(K, dzf, dzh)
+            if self._K is not None and isinstance(self._K, float):
+                self._faces = (self._K, self._K, self._K)
             else:
-                kc = _c(K)
-                self._faces = (0.5 * (K[1:, 1:-1, ...] + K[:-1, 1:-1, ...]),
-                               0.5 * (K[1:-1, 1:, ...] + K[1:-1, :-1, ...]),
-                               (dzf[1:] * kc[..., :-1] + dzf[:-1] * kc[..., 1:]) / (2.0 * dzh[1:-1]))
+                self._faces = ops.face_diffusivities(self._raw, self.geo.dzf, self.geo.dzh, scale=self._scale)
         return self._faces
 
-    def add_into(self, ctx, name: str, flux_bottom=None, extra=None) -> bool:
-        """Add the tendency of field ``name`` to the interior of ``ctx.tend[name]`` (on a GPU by the
-        diffusion kernel itself: one launch, not two). Local.
-
-        ``extra``: a block array whose core is added to the tendency before it goes into
-        ``ctx.tend`` (``tend += diffusion + extra``); only the kernels (numba, CUDA) take it:
-        without them nothing is added and False is returned (the caller adds both). True when added.
-        """
-        s, t, geo, g = ctx.fields[name], ctx.tend[name], self.geo, ctx.grid
-        kx, ky, kz = self.faces
-        if _fusable(s, t, geo.dzf) and isinstance(self.K, (float, np.ndarray)) and t.shape == s.shape \
-                and (extra is None or (isinstance(extra, np.ndarray) and extra.shape == s.shape)):
-            # (numba: computed on the interior and added there, no temporaries)
-            fused.scalar_diffusion(s, kx, ky, kz, geo.dzf, geo.dzh, geo.dx ** 2, geo.dy ** 2, flux_bottom,
-                                   into=(t, g.h, g.nxl, g.nyl), extra=extra)
-            return True
-        if _gpu(s, t, geo.dzf, geo.dzh) and (isinstance(kx, float) or _gpu(kx, ky, kz)) \
-                and (extra is None or _gpu(extra)):
-            gpusubgrid.scalar_diffusion(s, kx, ky, kz, geo.dzf, geo.dzh, geo.dx ** 2, geo.dy ** 2, flux_bottom,
-                                        into=(t, g.h, g.nxl, g.nyl), extra=extra)
-            return True
-        if extra is not None:
-            return False
-        _add_interior(ctx, name, self(s, flux_bottom))
-        return True
+    def add_into(self, ctx, name: str, flux_bottom=None, extra=None) -> None:
+        """Add the tendency of field ``name`` (plus the core of the block ``extra`` if given) to the
+        interior of ``ctx.tend[name]`` (:data:`ops.scalar_diffusion`, into the tendency). Local."""
+        geo, g = self.geo, ctx.grid
+        ops.scalar_diffusion(self.xp, ctx.fields[name], *self.faces, geo.dzf, geo.dzh, geo.dx ** 2, geo.dy ** 2,
+                             flux_bottom, into=(ctx.tend[name], g.h, g.nxl, g.nyl), extra=extra)
 
     def add_many_into(self, ctx, names, fluxes) -> None:
         """:meth:`add_into` of several fields (``fluxes``: each one's surface flux or None); on a GPU
         one launch for all of them. Local."""
-        geo, g = self.geo, ctx.grid
-        kx, ky, kz = self.faces if len(names) >= 2 else (None, None, None)
-        arrays = [a for n in names for a in (ctx.fields[n], ctx.tend[n])]
-        if len(names) >= 2 and _gpu(*arrays, geo.dzf, geo.dzh) and (isinstance(kx, float) or _gpu(kx, ky, kz)) \
-                and len({a.shape for a in arrays}) == 1 and all(f is None or _gpu(f) for f in fluxes):
-            gpusubgrid.scalar_diffusion_many([ctx.fields[n] for n in names], kx, ky, kz, geo.dzf, geo.dzh,
-                                             geo.dx ** 2, geo.dy ** 2, list(fluxes),
-                                             into=([ctx.tend[n] for n in names], g.h, g.nxl, g.nyl))
+        if not names:
             return
-        for name, flux in zip(names, fluxes):
-            self.add_into(ctx, name, flux)
+        geo, g = self.geo, ctx.grid
+        ops.scalar_diffusion_many(self.xp, [ctx.fields[n] for n in names], *self.faces, geo.dzf, geo.dzh,
+                                  geo.dx ** 2, geo.dy ** 2, list(fluxes),
+                                  ([ctx.tend[n] for n in names], g.h, g.nxl, g.nyl))
 
     def __call__(self, s, flux_bottom=None):
         """Core-shaped tendency of ``s``; ``flux_bottom`` a 2-D block array of the kinematic surface
         flux (upwards positive) or None (zero flux). Zero flux at the lid."""
-        xp, geo = self.xp, self.geo
-        kx, ky, kz = self.faces
-        if _fusable(s, geo.dzf) and (isinstance(self.K, (float, np.ndarray))):
-            # the same operations in one pass (numba)
-            return fused.scalar_diffusion(s, kx, ky, kz, geo.dzf, geo.dzh, geo.dx ** 2, geo.dy ** 2, flux_bottom)
-        if _gpu(s, geo.dzf, geo.dzh) and (isinstance(kx, float) or _gpu(kx, ky, kz)):
-            return gpusubgrid.scalar_diffusion(s, kx, ky, kz, geo.dzf, geo.dzh, geo.dx ** 2, geo.dy ** 2, flux_bottom)
-        fx = kx * (s[1:, 1:-1, ...] - s[:-1, 1:-1, ...])
-        fy = ky * (s[1:-1, 1:, ...] - s[1:-1, :-1, ...])
-        t = (fx[1:, ...] - fx[:-1, ...]) / geo.dx ** 2 + (fy[:, 1:, ...] - fy[:, :-1, ...]) / geo.dy ** 2
-        sc = _c(s)
-        inner = kz * (sc[..., 1:] - sc[..., :-1]) / geo.dzh[1:-1]     # K ds/dz on faces 1..nz-1
-        bottom = (_zeros_like_level(xp, sc) if flux_bottom is None else -_c(flux_bottom)[..., None])
-        G = concat(xp)([bottom, inner, _zeros_like_level(xp, sc)], axis=-1)
-        return t + (G[..., 1:] - G[..., :-1]) / geo.dzf
+        geo = self.geo
+        return ops.scalar_diffusion(self.xp, s, *self.faces, geo.dzf, geo.dzh, geo.dx ** 2, geo.dy ** 2, flux_bottom)
 
 
 def diffuse_scalar(xp, s, K, geo, flux_bottom=None):
@@ -227,39 +150,13 @@ def diffuse_scalar(xp, s, K, geo, flux_bottom=None):
     return ScalarDiffusion(xp, K, geo)(s, flux_bottom)
 
 
-def _fusable(*arrays) -> bool:
-    """Whether the fused numba kernels apply (NumPy arrays; see :mod:`hpcsuite.les.fused`)."""
-    return fused.on_cpu() and all(isinstance(a, np.ndarray) for a in arrays)
-
-
-def _gpu(*arrays) -> bool:
-    """Whether their CUDA counterparts apply (contiguous CuPy arrays; :mod:`hpcsuite.les.gpusubgrid`)."""
-    return gpukernels.usable(*arrays)
-
-
 def _edges(xp, u, v, w, geo):
-    """Velocity-gradient sums on the cell edges (block arrays, valid at index >= 1 in x and y).
-
-    ``suv[i, j]`` at (x = i dx, y = j dy): du/dy + dv/dx; ``suw[i, j, m]`` at (x = i dx, zh[m+1]):
-    du/dz + dw/dx for the inner faces; ``svw`` likewise at (y = j dy, zh[m+1]).
-    """
-    if _fusable(u, v, w, geo.dzh):
-        return fused.edges(u, v, w, geo.dzh, geo.dx, geo.dy)           # the same operations in one pass
-    if _gpu(u, v, w, geo.dzh):
-        return gpusubgrid.edges(u, v, w, geo.dzh, geo.dx, geo.dy)
-    dzh = geo.dzh[1:-1]
-    shape2 = u.shape[:2]
-    suv = _full(xp, (_c(u) - _c(u, 0, -1)) / geo.dy + (_c(v) - _c(v, -1, 0)) / geo.dx, shape2)
-    uc, vc, wc = _c(u), _c(v), _c(w)
-    suw = _full(xp, (uc[..., 1:] - uc[..., :-1]) / dzh
-                + (wc[..., 1:-1] - _c(w, -1, 0)[..., 1:-1]) / geo.dx, shape2)
-    svw = _full(xp, (vc[..., 1:] - vc[..., :-1]) / dzh
-                + (wc[..., 1:-1] - _c(w, 0, -1)[..., 1:-1]) / geo.dy, shape2)
-    return suv, suw, svw
+    """Velocity-gradient sums on the cell edges (:data:`ops.edges`)."""
+    return ops.edges(xp, u, v, w, geo.dzh, geo.dx, geo.dy)
 
 
 def _surface_shear_parts(ctx, geo, key_flux):
-    """``(flux, scale)`` with ``flux / scale`` the surface shear of :func:`_surface_shear`, or None
+    """``(flux, scale)`` with ``flux / scale`` the surface shear dU/dz = -uw / (u* kappa z1), or None
     without a flux or u*."""
     flux, ustar = _surface(ctx, key_flux), _surface(ctx, "ustar")
     if flux is None or ustar is None:
@@ -271,113 +168,22 @@ def _surface_shear_parts(ctx, geo, key_flux):
     return flux, geo.shear_scale[1]
 
 
-def _surface_shear(ctx, geo, key_flux, like):
-    """dU/dz at the surface on u (or v) points: -uw / (u* kappa z1); zero without u*."""
-    parts = _surface_shear_parts(ctx, geo, key_flux)
-    if parts is None:
-        return ctx.xp.zeros_like(like[..., :1])
-    return (parts[0] / parts[1])[..., None]
-
-
 def strain2(ctx, geo, edges):
-    """``S_ij S_ij`` at cell centres (block array valid on the core). Local."""
-    xp, f = ctx.xp, ctx.fields
-    u, v, w = f["u"], f["v"], f["w"]
-    if _fusable(u, v, w, geo.dzf):                   # the same operations in one pass
-        shear = [_surface_shear(ctx, geo, key, u)[..., 0] for key in ("uw", "vw")]
-        return fused.strain2(u, v, w, edges, shear[0], shear[1], geo.dzf, geo.dx, geo.dy)
-    if _gpu(u, v, w, geo.dzf, *edges):
-        parts = [_surface_shear_parts(ctx, geo, key) for key in ("uw", "vw")]
-        if all(p is not None for p in parts) and parts[0][1] is parts[1][1]:     # (one u* scale)
-            return gpusubgrid.strain2(u, v, w, edges, parts[0][0], parts[1][0], geo.dzf, geo.dx, geo.dy,
-                                      scale=parts[0][1])              # (the kernel divides)
-        shear = [_surface_shear(ctx, geo, key, u)[..., 0] for key in ("uw", "vw")]
-        return gpusubgrid.strain2(u, v, w, edges, shear[0], shear[1], geo.dzf, geo.dx, geo.dy)
-    suv, suw, svw = edges
-    wc = _c(w)
-    s2 = (((_c(u, 1, 0) - _c(u)) / geo.dx) ** 2 + ((_c(v, 0, 1) - _c(v)) / geo.dy) ** 2
-          + ((wc[..., 1:] - wc[..., :-1]) / geo.dzf) ** 2)
-    s2 = s2 + 0.125 * (_c(suv) ** 2 + _c(suv, 0, 1) ** 2 + _c(suv, 1, 0) ** 2 + _c(suv, 1, 1) ** 2)
-    top = xp.zeros_like(u[..., :1])
-    for sx, key, (di, dj) in ((suw, "uw", (1, 0)), (svw, "vw", (0, 1))):
-        full = concat(xp)([_surface_shear(ctx, geo, key, u), sx, top], axis=-1)   # faces 0..nz
-        a, b = _c(full), _c(full, di, dj)
-        s2 = s2 + 0.125 * (a[..., :-1] ** 2 + a[..., 1:] ** 2 + b[..., :-1] ** 2 + b[..., 1:] ** 2)
-    return _full(xp, s2, u.shape[:2])
+    """``S_ij S_ij`` at cell centres (block array valid on the core; :data:`ops.strain2`). Local."""
+    f = ctx.fields
+    parts = [_surface_shear_parts(ctx, geo, key) for key in ("uw", "vw")]
+    scale = next((p[1] for p in parts if p is not None), None)
+    return ops.strain2(ctx.xp, f["u"], f["v"], f["w"], edges, *(None if p is None else p[0] for p in parts), scale,
+                       geo.dzf, geo.dx, geo.dy)
 
 
 def momentum_diffusion(ctx, geo, ekm, edges) -> None:
-    """Add the divergence of the subgrid stress (DALES diffu, diffv, diffw) to u, v, w. Local.
-
-    The stresses are formed once on the cell edges (``ekm`` averaged to the edge, linearly in z)
-    and on the cell centres, and differenced for each velocity component (flux form).
-    """
-    xp, f = ctx.xp, ctx.fields
-    u, v, w = f["u"], f["v"], f["w"]
-    suv, suw, svw = edges
-    dx, dy, dzf, dzh = geo.dx, geo.dy, geo.dzf, geo.dzh
-    one_pass = None
-    if fused.on_cpu() and isinstance(u, np.ndarray) and isinstance(dzf, np.ndarray) and not isinstance(ekm, float):
-        one_pass = fused.momentum_diffusion           # the same operations in one pass (numba)
-    elif not isinstance(ekm, float) and _gpu(u, v, w, ekm, dzf, dzh, *edges):
-        one_pass = gpusubgrid.momentum_diffusion      # (CUDA)
-    g = ctx.grid
-    into_ok = all(n in ctx.tend for n in "uvw") and w.shape[-1] > 2 \
-        and all(ctx.tend[n].shape == f[n].shape for n in "uvw")
-    if one_pass is fused.momentum_diffusion and into_ok \
-            and all(isinstance(ctx.tend[n], np.ndarray) for n in "uvw"):    # added into the tendencies
-        one_pass(u, v, w, ekm, edges, dzf, dzh, dx, dy, _surface(ctx, "uw"), _surface(ctx, "vw"),
-                 into=(ctx.tend["u"], ctx.tend["v"], ctx.tend["w"], g.h, g.nxl, g.nyl))
-        return
-    if one_pass is gpusubgrid.momentum_diffusion and into_ok \
-            and _gpu(*(ctx.tend[n] for n in "uvw")):         # added into the tendencies by the kernel
-        one_pass(u, v, w, ekm, edges, dzf, dzh, dx, dy, _surface(ctx, "uw"), _surface(ctx, "vw"),
-                 into=(ctx.tend["u"], ctx.tend["v"], ctx.tend["w"], g.h, g.nxl, g.nyl))
-        return
-    if one_pass is not None:
-        tu, tv, tw = one_pass(u, v, w, ekm, edges, dzf, dzh, dx, dy, _surface(ctx, "uw"), _surface(ctx, "vw"))
-        if "u" in ctx.tend:
-            _add_interior(ctx, "u", tu)
-        if "v" in ctx.tend:
-            _add_interior(ctx, "v", tv)
-        if "w" in ctx.tend and w.shape[-1] > 2:
-            _add_interior(ctx, "w", tw, slice(1, -1))
-        return
-    shape2 = u.shape[:2]
-    e = _c(ekm)
-    zero = xp.zeros_like(e[..., :1])
-
-    def zedge(ek2):                     # two columns' ekm summed -> the inner z faces
-        return (dzf[1:] * ek2[..., :-1] + dzf[:-1] * ek2[..., 1:]) / (4.0 * dzh[1:-1])
-
-    # edge stresses (valid at index >= 2 of the block): uv edges (x = i dx, y = j dy), uw edges
-    # (x = i dx, zh), vw edges (y = j dy, zh)
-    tau_uv = _full(xp, 0.25 * (e + _c(ekm, -1, 0) + _c(ekm, 0, -1) + _c(ekm, -1, -1)) * _c(suv), shape2)
-    tau_uw = _full(xp, zedge(e + _c(ekm, -1, 0)) * _c(suw), shape2)
-    tau_vw = _full(xp, zedge(e + _c(ekm, 0, -1)) * _c(svw), shape2)
-
-    def vertical(tau, key):
-        flux = _surface(ctx, key)
-        bottom = zero if flux is None else -_c(flux)[..., None]
-        G = concat(xp)([bottom, _c(tau), zero], axis=-1)
-        return (G[..., 1:] - G[..., :-1]) / dzf
-
-    if "u" in ctx.tend:
-        fx = _full(xp, e * (_c(u, 1, 0) - _c(u)), shape2)           # 2 ekm du/dx / 2 at centres
-        t = (_c(fx) - _c(fx, -1, 0)) * (2.0 / dx ** 2)
-        t = t + (_c(tau_uv, 0, 1) - _c(tau_uv)) / dy + vertical(tau_uw, "uw")
-        _add_interior(ctx, "u", t)
-    if "v" in ctx.tend:
-        fy = _full(xp, e * (_c(v, 0, 1) - _c(v)), shape2)
-        t = (_c(fy) - _c(fy, 0, -1)) * (2.0 / dy ** 2)
-        t = t + (_c(tau_uv, 1, 0) - _c(tau_uv)) / dx + vertical(tau_vw, "vw")
-        _add_interior(ctx, "v", t)
-    if "w" in ctx.tend and w.shape[-1] > 2:
-        t = (_c(tau_uw, 1, 0) - _c(tau_uw)) / dx + (_c(tau_vw, 0, 1) - _c(tau_vw)) / dy
-        wc = _c(w)
-        t = t + (e[..., 1:] * (wc[..., 2:] - wc[..., 1:-1]) / dzf[1:]
-                 - e[..., :-1] * (wc[..., 1:-1] - wc[..., :-2]) / dzf[:-1]) * 2.0 / dzh[1:-1]
-        _add_interior(ctx, "w", t, slice(1, -1))
+    """Add the divergence of the subgrid stress (DALES diffu, diffv, diffw) to u, v, w
+    (:data:`ops.momentum_diffusion`). Local."""
+    f, g = ctx.fields, ctx.grid
+    ops.momentum_diffusion(ctx.xp, f["u"], f["v"], f["w"], ekm, edges, geo.dzf, geo.dzh, geo.dx, geo.dy,
+                           _surface(ctx, "uw"), _surface(ctx, "vw"), tuple(ctx.tend.get(n) for n in "uvw"),
+                           g.h, g.nxl, g.nyl)
 
 
 def _scalars(ctx):
@@ -474,58 +280,23 @@ class SubgridTKE:
         self.cm, self.cn, self.ce1, self.ce2, self.ch1, self.ch2 = (c[k] for k in
                                                                       ("cm", "cn", "ce1", "ce2", "ch1", "ch2"))
 
-    def _dthvdz(self, ctx, geo):
-        xp = ctx.xp
-        thv = ctx.diag.get("thv", ctx.fields.get("thl"))
-        zf = geo.zf
-        if thv.shape[-1] < 2:
-            return xp.zeros_like(thv)
-        inner = (thv[..., 2:] - thv[..., :-2]) / (zf[2:] - zf[:-2])
-        bot = (thv[..., 1:2] - thv[..., 0:1]) / (zf[1] - zf[0])
-        top = (thv[..., -1:] - thv[..., -2:-1]) / (zf[-1] - zf[-2])
-        return concat(xp)([bot, inner, top], axis=-1)
-
     def closure(self, ctx, geo):
-        """``(ekm, ekh, zlt, e12, dthvdz, thvf)`` from ``e12`` and the stratification. Local."""
-        xp = ctx.xp
+        """``(ekm, ekh, zlt, e12, n2, thvf)`` from ``e12`` and the stratification
+        (:data:`ops.tke_closure`). Local."""
         thvf = ctx.diag.get("thvref")
         if thvf is None:
             thvf = getattr(ctx.base, "th0", 300.0)
         thv = ctx.diag.get("thv", ctx.fields.get("thl"))
-        one_pass = None
-        if _fusable(ctx.fields["e12"], thv, geo.zf) and thv.shape[-1] >= 2:
-            one_pass = fused.tke_closure                  # the same operations in one pass
-        elif _gpu(ctx.fields["e12"], thv, geo.zf, geo.delta) and thv.shape[-1] >= 2 \
-                and (isinstance(thvf, float) or _gpu(thvf)):
-            one_pass = gpusubgrid.tke_closure             # (CUDA)
-        if one_pass is gpusubgrid.tke_closure and not isinstance(thvf, float):
-            # (the kernel divides g by thv_ref itself: one launch fewer per call)
-            ekm, ekh, zlt, e12, n2 = one_pass(ctx.fields["e12"], thv, geo.zf, thvf, geo.delta, self.cm,
-                                              self.cn, self.ch1, self.ch2, E12MIN, EKMIN, grav=GRAV)
-            return ekm, ekh, zlt, e12, n2, thvf
-        if one_pass is not None:
-            grav_thvf = GRAV / (xp.full(thv.shape[-1], thvf) if isinstance(thvf, float) else thvf)
-            ekm, ekh, zlt, e12, n2 = one_pass(ctx.fields["e12"], thv, geo.zf, grav_thvf, geo.delta, self.cm,
-                                              self.cn, self.ch1, self.ch2, E12MIN, EKMIN)
-            return ekm, ekh, zlt, e12, n2, thvf
-        e12 = xp.maximum(ctx.fields["e12"], E12MIN)
-        dthvdz = self._dthvdz(ctx, geo)
-        n2 = (GRAV / thvf) * dthvdz
-        stable_l = self.cn * e12 / xp.sqrt(xp.maximum(n2, 1e-30))
-        zlt = xp.where(n2 > 0, xp.minimum(geo.delta, stable_l), geo.delta + 0.0 * e12)
-        ekm = self.cm * zlt * e12
-        ekh = (self.ch1 + self.ch2 * zlt / geo.delta) * ekm
-        return xp.maximum(ekm, EKMIN), xp.maximum(ekh, EKMIN), zlt, e12, n2, thvf
+        ekm, ekh, zlt, e12, n2 = ops.tke_closure(ctx.xp, ctx.fields["e12"], thv, geo.zf, thvf, geo.delta, self.cm,
+                                                 self.cn, self.ch1, self.ch2, E12MIN, EKMIN)
+        return ekm, ekh, zlt, e12, n2, thvf
 
     def sources(self, ctx, geo, ekm, ekh, zlt, e12, n2, s2):
         """Shear production, buoyancy production/destruction and dissipation of ``e12``. Local.
 
         Returns the three block arrays ``(shear, buoyancy, dissipation)`` (d e12 / dt).
         """
-        shear = ekm * (2.0 * s2) / (2.0 * e12)
-        buoy = -ekh * n2 / (2.0 * e12)
-        diss = -(self.ce1 + self.ce2 * zlt / geo.delta) * e12 ** 2 / (2.0 * zlt)
-        return shear, buoy, diss
+        return ops.tke_sources.reference(ekm, ekh, zlt, e12, n2, s2, geo.delta, self.ce1, self.ce2)[:3]
 
     def __call__(self, ctx) -> None:
         xp, f, geo = ctx.xp, ctx.fields, _Geo.of(ctx)
@@ -536,18 +307,11 @@ class SubgridTKE:
         _diffuse_scalars(ctx, geo, ekh)
         if "e12" in ctx.tend:
             s2 = strain2(ctx, geo, edges)
-            if type(self).sources is SubgridTKE.sources and _gpu(ekm, ekh, zlt, e12, n2, s2, geo.delta):
-                shear, buoy, diss, total = gpusubgrid.tke_sources(ekm, ekh, zlt, e12, n2, s2, geo.delta,
-                                                                  self.ce1, self.ce2)    # (CUDA, one pass)
-            elif type(self).sources is SubgridTKE.sources and _fusable(ekm, ekh, zlt, e12, n2, s2, geo.delta) \
-                    and len({a.shape for a in (ekm, ekh, zlt, e12, n2, s2)}) == 1 \
-                    and geo.delta.shape == ekm.shape[-1:]:
-                shear, buoy, diss, total = fused.tke_sources(ekm, ekh, zlt, e12, n2, s2, geo.delta,
-                                                             self.ce1, self.ce2)         # (numba, one pass)
+            if type(self).sources is SubgridTKE.sources:
+                shear, buoy, diss, total = ops.tke_sources(ekm, ekh, zlt, e12, n2, s2, geo.delta, self.ce1, self.ce2)
             else:
                 shear, buoy, diss = self.sources(ctx, geo, ekm, ekh, zlt, e12, n2, s2)
                 total = shear + buoy + diss
             ctx.diag["tke_budget"] = {"shear": shear, "buoyancy": buoy, "dissipation": diss}
-            op = ScalarDiffusion(xp, ekm, geo, scale=2.0)
-            if not op.add_into(ctx, "e12", None, extra=total):      # (CUDA: diffusion + sources in one launch)
-                _add_interior(ctx, "e12", op(f["e12"]) + _c(total))
+            # (diffusion with 2 ekm and the sources added in one pass)
+            ScalarDiffusion(xp, ekm, geo, scale=2.0).add_into(ctx, "e12", None, extra=total)

@@ -13,7 +13,7 @@ set for ``uw``/``vw`` (what the subgrid diffusion reads); the outermost halo rim
 from __future__ import annotations
 
 from ..runtime import InputError
-from . import gpukernels
+from .ops import dynamics as ops
 
 __all__ = ["PrescribedSurface", "HORV_MIN"]
 
@@ -44,23 +44,8 @@ class PrescribedSurface:
         xp, f = ctx.xp, ctx.fields
         cu, cv = getattr(ctx, "galilean", (0.0, 0.0))
         us2 = self.ustar ** 2
-        if us2 > 0 and gpukernels.usable(f["u"], f["v"]):           # the same operations in one pass
-            uw, vw = gpukernels.surface_momentum(xp, f["u"], f["v"], cu, cv, us2, HORV_MIN)
-            ctx.diag["surface"] = dict(self._constant(xp, uw), uw=uw, vw=vw)
-            return
-        u, v = f["u"][..., 0] + cu, f["v"][..., 0] + cv
-        uw = xp.zeros_like(u)
-        vw = xp.zeros_like(u)
-        if us2 > 0:
-            # u point (i, j): v averaged from the four surrounding v points (i-1..i, j..j+1)
-            vu = 0.25 * (v[1:-1, 1:-1] + v[1:-1, 2:] + v[:-2, 1:-1] + v[:-2, 2:])
-            uu = u[1:-1, 1:-1]
-            uw[1:-1, 1:-1] = -us2 * uu / xp.maximum(xp.sqrt(uu * uu + vu * vu), HORV_MIN)
-            # v point (i, j): u averaged from (i..i+1, j-1..j)
-            uv = 0.25 * (u[1:-1, 1:-1] + u[2:, 1:-1] + u[1:-1, :-2] + u[2:, :-2])
-            vv = v[1:-1, 1:-1]
-            vw[1:-1, 1:-1] = -us2 * vv / xp.maximum(xp.sqrt(uv * uv + vv * vv), HORV_MIN)
-        ctx.diag["surface"] = dict(self._constant(xp, u), uw=uw, vw=vw)
+        uw, vw = ops.surface_momentum(xp, f["u"], f["v"], cu, cv, us2, HORV_MIN)
+        ctx.diag["surface"] = dict(self._constant(xp, uw), uw=uw, vw=vw)
 
     def _constant(self, xp, like) -> dict:
         """The constant fields ``ustar``, ``wthl``, ``wqt`` shaped as ``like``: made once (readers

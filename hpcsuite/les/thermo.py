@@ -12,6 +12,10 @@ number of vectorised Newton steps (no data-dependent control flow, so it runs un
 Buoyancy (Boussinesq, reference potential temperature ``th0``) is ``g (thv - <thv>) / th0`` with the
 horizontal mean ``<thv>`` of this substep, interpolated linearly to the ``w`` levels.
 
+The operators (``saturation_adjust``, ``virtual_theta`` and the one-pass ``moist_state`` and
+``buoyancy`` with their numba and CUDA kernels) are in :mod:`hpcsuite.les.ops.thermo`; this module
+holds the terms and the base state, and re-exports the functions by name.
+
 Examples
 --------
 >>> import numpy as np
@@ -27,93 +31,17 @@ from types import SimpleNamespace
 import numpy as np
 
 from ..runtime import InputError
-from ..runtime.device import to_host
-from . import fused, gpukernels
-from .constants import CP, EP, EP2, GRAV, LV, P0, RD, RV      # (RD ... EP also by name from here)
+from ..runtime.device import concat, to_host
+from .constants import CP, EP, GRAV, LV, P0, RD, RV      # (RD ... EP also by name from here)
 from .horizontal import horizontal_mean
-from .state import add_at, zgrid_of
+from .ops import thermo as ops
+from .ops.thermo import NEWTON_STEPS, esat, qsat, saturation_adjust, virtual_theta
+from .state import zgrid_of
 
 __all__ = ["RD", "RV", "CP", "LV", "GRAV", "P0", "EP", "esat", "qsat", "saturation_adjust",
-           "virtual_theta", "base_state", "add_buoyancy", "Thermo", "DryThermo"]
+           "virtual_theta", "base_state", "add_buoyancy", "Thermo", "DryThermo", "concat"]
 
-_NEWTON = 8        # Newton steps of the saturation adjustment (to rounding even for ql ~ 10 g/kg)
-
-
-def esat(xp, T):
-    """Saturation vapour pressure over liquid water (Pa), Bolton (1980). Local, elementwise."""
-    return 611.2 * xp.exp(17.67 * (T - 273.15) / (T - 29.65))
-
-
-def qsat(xp, T, p):
-    """Saturation specific humidity (kg/kg) at temperature ``T`` (K) and pressure ``p`` (Pa). Local."""
-    es = esat(xp, T)
-    return EP * es / (p - (1.0 - EP) * es)
-
-
-def _qsat_and_slope(xp, T, p):
-    es = esat(xp, T)
-    des = es * (17.67 * (273.15 - 29.65)) / (T - 29.65) ** 2
-    den = p - (1.0 - EP) * es
-    return EP * es / den, EP * p * des / den ** 2
-
-
-def saturation_adjust(xp, thl, qt, p, exn, niter: int = _NEWTON):
-    """Liquid water and temperature from ``(thl, qt)`` at pressure ``p`` and Exner ``exn``. Local.
-
-    Parameters
-    ----------
-    xp : module
-        Array namespace.
-    thl, qt : array
-        Liquid-water potential temperature (K) and total water (kg/kg); any shape whose last axis
-        is the vertical when ``p`` and ``exn`` are 1-D profiles (they broadcast from the right).
-    p, exn : array or float
-        Pressure (Pa) and Exner function at the same points.
-    niter : int
-        Newton steps (the default converges to rounding for atmospheric states).
-
-    Returns
-    -------
-    ql, T : array
-        Liquid water (kg/kg, exactly 0 where unsaturated) and temperature (K).
-    """
-    tl = exn * thl                                    # the temperature without condensation
-    c = LV / CP
-    qs_l = qsat(xp, tl, p)
-    sat = qt > qs_l                                   # qsat grows with T: unsaturated at tl -> dry
-    if _on_host(xp) and getattr(sat, "ndim", 0) > 0:
-        # NumPy: iterate on the saturated points only (a few per cent of an LES domain); on a GPU
-        # the full-array form below avoids the device synchronisation of a boolean selection
-        shape = sat.shape
-        pick = (lambda a: np.broadcast_to(a, shape)[sat])
-        tl_s, qt_s, p_s = pick(tl), pick(qt), pick(p)
-        T_s = _newton(xp, tl_s, qt_s, p_s, c, niter)
-        ql = np.zeros(shape, dtype=np.result_type(tl, qt))
-        ql[sat] = np.maximum(qt_s - qsat(xp, T_s, p_s), 0.0)
-        return ql, tl + c * ql
-    T = _newton(xp, tl, qt, p, c, niter)
-    ql = xp.where(sat, xp.maximum(qt - qsat(xp, T, p), 0.0), 0.0)
-    return ql, tl + c * ql
-
-
-def _newton(xp, tl, qt, p, c, niter):
-    """Solve ``T - tl - c (qt - qsat(T, p)) = 0`` from ``T = tl`` (converges from the left)."""
-    T = tl
-    for _ in range(niter):
-        qs, dqs = _qsat_and_slope(xp, T, p)
-        T = T - (T - tl - c * (qt - qs)) / (1.0 + c * dqs)
-    return T
-
-
-def _on_host(xp) -> bool:
-    return getattr(xp, "__name__", "") in ("numpy", "array_api_compat.numpy")
-
-
-def virtual_theta(thl, qt, ql, exn):
-    """Virtual potential temperature ``th (1 + 0.608 qt - 1.608 ql)``, ``th = thl + Lv ql/(cp exn)``.
-    Local, elementwise."""
-    th = thl + (LV / CP) * ql / exn
-    return th * (1.0 + EP2 * qt - (RV / RD) * ql)
+_NEWTON = NEWTON_STEPS        # Newton steps of the saturation adjustment
 
 
 def base_state(grid, ps: float, th0: float, thl0, qt0, xp=np, device=None):
@@ -176,29 +104,11 @@ def _put(xp, host, device=None):
     return xp.asarray(host) if device is None else xp.asarray(host, device=device)
 
 
-def concat(xp):
-    """The array-API ``concat`` (NumPy 2, array_api_strict) or ``concatenate`` (CuPy)."""
-    return getattr(xp, "concat", None) or xp.concatenate
-
-
 def add_buoyancy(ctx, thv, thvref) -> None:
     """Add ``g (thv - thvref) / th0``, interpolated to the inner ``w`` levels, to ``tend['w']``.
     Local. The interpolation weights are DALES' (linear in z on a stretched grid)."""
     zg = zgrid_of(ctx)
-    tw = ctx.tend["w"]
-    if isinstance(ctx.base.th0, float) and tw.shape[:-1] == thv.shape[:-1] \
-            and gpukernels.usable(thv, thvref, zg.dzf, zg.dzh, tw):     # the same operations in one pass
-        gpukernels.buoyancy(thv, thvref, zg.dzf, zg.dzh, tw, GRAV / ctx.base.th0)
-        return
-    if isinstance(ctx.base.th0, float) and tw.shape[:-1] == thv.shape[:-1] and thv.ndim == 3 \
-            and fused.on_cpu() and all(isinstance(a, np.ndarray) for a in (thv, thvref, zg.dzf, zg.dzh, tw)) \
-            and thvref.shape == thv.shape[-1:]:
-        fused.buoyancy(thv, thvref, zg.dzf, zg.dzh, tw, GRAV / ctx.base.th0)      # (numba, one pass)
-        return
-    b = (GRAV / ctx.base.th0) * (thv - thvref)
-    dzf, dzh = zg.dzf, zg.dzh
-    bh = (b[..., 1:] * dzf[:-1] + b[..., :-1] * dzf[1:]) / (2.0 * dzh[1:-1])
-    add_at(tw, (..., slice(1, -1)), bh)
+    ops.buoyancy(thv, thvref, zg.dzf, zg.dzh, ctx.tend["w"], GRAV / ctx.base.th0)
 
 
 class Thermo:
@@ -221,33 +131,8 @@ class Thermo:
     def __call__(self, ctx) -> None:
         xp, f = ctx.xp, ctx.fields
         thl, qt, presf, exnf = f["thl"], f["qt"], ctx.base.presf, ctx.base.exnf
-        if gpukernels.usable(thl, qt, presf, exnf) and presf.shape == exnf.shape == thl.shape[-1:]:
-            ql, T, thv = gpukernels.thermo(xp, thl, qt, presf, exnf, _NEWTON)     # one pass
-        elif fused.on_cpu() and all(isinstance(a, np.ndarray) and a.dtype == np.float64 for a in (thl, qt, presf, exnf)) \
-                and thl.ndim == 3 and qt.shape == thl.shape and presf.shape == exnf.shape == thl.shape[-1:]:
-            ql, T, thv = _moist_state_fused(thl, qt, presf, exnf)
-        else:
-            ql, T = saturation_adjust(xp, thl, qt, presf, exnf)
-            thv = virtual_theta(thl, qt, ql, exnf)
+        ql, T, thv = ops.moist_state(xp, thl, qt, presf, exnf)
         _finish(ctx, ql, T, thv, self.buoyancy)
-
-
-def _moist_state_fused(thl, qt, p, exn, niter: int = _NEWTON):
-    """``(ql, T, thv)`` of :func:`saturation_adjust` and :func:`virtual_theta` on NumPy blocks with
-    the numba kernels for the full-array arithmetic: the same operations in the same order and
-    NumPy's own ``exp``, so bit-identical to them; the saturated points as in the source."""
-    shape = thl.shape
-    tl, x = fused.sat_prepare(thl, exn)
-    np.exp(x, out=x)
-    sat = fused.sat_mask(x, p, qt, EP, 1.0 - EP)
-    pick = (lambda a: np.broadcast_to(a, shape)[sat])
-    tl_s, qt_s, p_s = pick(tl), pick(qt), pick(p)
-    c = LV / CP
-    T_s = _newton(np, tl_s, qt_s, p_s, c, niter)
-    ql = np.zeros(shape)
-    ql[sat] = np.maximum(qt_s - qsat(np, T_s, p_s), 0.0)
-    T, thv = fused.sat_finish(thl, qt, ql, tl, exn, c, EP2, RV / RD)
-    return ql, T, thv
 
 
 class DryThermo:

@@ -17,7 +17,9 @@ import math
 import numpy as np
 from mpi4py import MPI
 
-from . import gpukernels
+from ..runtime.device import to_host
+from .ops import dynamics as ops
+from .ops.dynamics import whole_max  # noqa: F401  (the model takes it from here)
 
 __all__ = ["RK3", "RK3_TIMES", "TimeStepper", "BlowUp", "local_rates", "COURANT_LIMIT",
            "DIFFUSION_LIMIT"]
@@ -47,14 +49,7 @@ def local_rates(ctx, probe=None):
     xp, g, zg = ctx.xp, ctx.grid, ctx.zgrid
     I, J = g.interior
     f = ctx.fields
-    if gpukernels.usable(f["u"], f["v"], f["w"], zg.rdzh):           # (CUDA: one pass, no temporaries)
-        rate = xp.max(gpukernels.courant_columns(xp, f["u"], f["v"], f["w"], zg.rdzh, g.h, g.nxl, g.nyl,
-                                                 g.dx, g.dy))    # (nxl x nyl column maxima: small)
-    else:
-        au = xp.abs(f["u"][I, J, ...])
-        av = xp.abs(f["v"][I, J, ...])
-        aw = xp.abs(f["w"][I, J, 1:])                # the top face of each cell (zero at the lid)
-        rate = whole_max(xp, au / g.dx + av / g.dy + aw * zg.rdzh[1:])
+    rate = ops.courant_rate(xp, f["u"], f["v"], f["w"], zg.rdzh, g.h, g.nxl, g.nyl, g.dx, g.dy)
     if probe is not None:
         total = xp.sum(xp.sum(probe, axis=-1))
     else:
@@ -68,17 +63,6 @@ def host_floats(xp, values) -> list[float]:
     if len(values) > 1 and type(values[0]).__module__.split(".")[0] == "cupy":
         return [float(v) for v in xp.stack([xp.reshape(v, ()) for v in values]).get()]
     return [float(v) for v in values]
-
-
-def whole_max(xp, a):
-    """The largest element of ``a`` (a device scalar). Local.
-
-    Reduced along the last axis first: CuPy reduces a whole array with one thread block, which
-    takes milliseconds on a large grid (a fifth of an LES step at 512 x 512 x 128 on an H200), while
-    a reduction with many outputs spreads over the whole GPU. The maximum does not depend on the
-    order, so the result is the same on every backend.
-    """
-    return xp.max(xp.max(a, axis=-1)) if getattr(a, "ndim", 0) > 1 else xp.max(a)
 
 
 class TimeStepper:
@@ -147,28 +131,28 @@ def locate_blowup(ctx, t: float, dt: float, limit: float, bad: bool) -> str:
     found = None
     if bad:
         for name, a in ctx.fields.items():
-            ok = np.asarray(_host(xp, xp.isfinite(a[I, J, ...])))
+            ok = np.asarray(to_host(xp.isfinite(a[I, J, ...])))
             if not ok.all():
                 i, j, k = (int(x) for x in np.argwhere(~ok)[0])
-                found = (math.inf, f"{name} is {_host(xp, a[I, J, ...])[i, j, k]} at cell (i, j, k) = "
+                found = (math.inf, f"{name} is {to_host(a[I, J, ...])[i, j, k]} at cell (i, j, k) = "
                          f"({g.i0 + i}, {g.j0 + j}, {k}), z = {_zof(g, name, k):.4g}")
                 break
         if found is None:                    # every value finite, but so large that the sums overflow
             for name, a in ctx.fields.items():
-                v = np.abs(np.asarray(_host(xp, a[I, J, ...])))
+                v = np.abs(np.asarray(to_host(a[I, J, ...])))
                 if v.size:
                     i, j, k = np.unravel_index(int(np.argmax(v)), v.shape)
                     if found is None or v[i, j, k] > found[0]:
-                        found = (float(v[i, j, k]), f"{name} is {_host(xp, a[I, J, ...])[i, j, k]:.4g} at cell "
+                        found = (float(v[i, j, k]), f"{name} is {to_host(a[I, J, ...])[i, j, k]:.4g} at cell "
                                  f"(i, j, k) = ({g.i0 + i}, {g.j0 + j}, {k}), z = {_zof(g, name, k):.4g} "
                                  "(its largest magnitude: the sums overflow)")
     else:
         f = ctx.fields
         c = (xp.abs(f["u"][I, J, ...]) / g.dx + xp.abs(f["v"][I, J, ...]) / g.dy
              + xp.abs(f["w"][I, J, 1:]) * zg.rdzh[1:]) * dt
-        c = np.asarray(_host(xp, c))
+        c = np.asarray(to_host(c))
         i, j, k = np.unravel_index(int(np.argmax(c)), c.shape)
-        vals = ", ".join(f"{n} = {float(_host(xp, f[n][I, J])[i, j, k]):.4g}" for n in "uvw")
+        vals = ", ".join(f"{n} = {float(to_host(f[n][I, J])[i, j, k]):.4g}" for n in "uvw")
         found = (float(c[i, j, k]), f"Courant number {c[i, j, k]:.3g} (above {limit:g}) at cell (i, j, k) = "
                  f"({g.i0 + i}, {g.j0 + j}, {k}), z = {g.zf[k]:.4g}: {vals}")
     every = ctx.team.allgather(found)
@@ -180,9 +164,3 @@ def locate_blowup(ctx, t: float, dt: float, limit: float, bad: bool) -> str:
 
 def _zof(g, name: str, k: int) -> float:
     return float(g.zh[k] if name == "w" else g.zf[min(k, g.nz - 1)])
-
-
-def _host(xp, a):
-    if type(a).__module__.startswith("cupy"):
-        return a.get()
-    return np.asarray(a)

@@ -23,7 +23,8 @@ import numpy as np
 
 from .errors import InputError
 
-__all__ = ["Device", "get_device", "gpu_status", "gpu_aware_mpi", "to_host", "DEVICES"]
+__all__ = ["Device", "get_device", "gpu_status", "gpu_aware_mpi", "to_host", "concat", "strict_device_of",
+           "DEVICES"]
 
 DEVICES = ("cpu", "gpu")
 
@@ -94,6 +95,29 @@ def to_host(a):
         import array_api_strict as xs
         return np.from_dlpack(xs.asarray(a, device=xs.Device("CPU_DEVICE"), copy=True))
     return np.asarray(a)
+
+
+def concat(xp):
+    """The array-API ``concat`` of namespace ``xp`` (NumPy 2, array_api_strict), or ``concatenate``
+    where it has none (CuPy). Local.
+
+    Examples
+    --------
+    >>> concat(np)([np.zeros(1), np.ones(1)])
+    array([0., 1.])
+    """
+    return getattr(xp, "concat", None) or xp.concatenate
+
+
+def strict_device_of(xp, arrays):
+    """The device of the first of ``arrays`` under ``array_api_strict`` (which needs it named when
+    creating arrays beside them); None for every other namespace (NumPy and CuPy create arrays on
+    the current device) or without arrays. Local."""
+    if not getattr(xp, "__name__", "").startswith("array_api_strict"):
+        return None
+    for a in arrays:
+        return a.device
+    return None
 
 
 @dataclass(frozen=True)

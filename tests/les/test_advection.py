@@ -7,7 +7,8 @@ import math
 import numpy as np
 import pytest
 
-from hpcsuite.les.advection import Advection, _runs
+from hpcsuite.les.advection import Advection
+from hpcsuite.les.ops.advection import runs as _runs
 from hpcsuite.les.grid import Grid
 from hpcsuite.les.state import StepContext
 from dyncases import order

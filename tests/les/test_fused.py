@@ -4,7 +4,7 @@ surface flux, on a stretched vertical grid."""
 import numpy as np
 import pytest
 
-from hpcsuite.les import fused, subgrid
+from hpcsuite.les import ops, subgrid
 from hpcsuite.les.fused import scalar_diffusion
 
 
@@ -27,12 +27,9 @@ def test_scalar_diffusion_is_bit_identical_to_the_array_api_source(constant, flu
     fb = rng.standard_normal((nx, ny)) * 0.01 if flux else None
     op = subgrid.ScalarDiffusion(np, K, geo)
     one_pass = op(s, fb)
-    try:
-        fused.ENABLED = False
+    with ops.using("reference"):
         plain = subgrid.ScalarDiffusion(np, K, geo)      # its face diffusivities from NumPy too
         ref = plain(s, fb)
-    finally:
-        fused.ENABLED = True
     assert one_pass.shape == ref.shape == (nx - 2, ny - 2, nz)
     assert np.array_equal(one_pass, ref)
     if not constant:
@@ -74,7 +71,7 @@ def test_model_steps_are_bit_identical_with_and_without_the_fused_kernels(team, 
         monkeypatch.setattr(Grid, "uniform", uniform)
     fields = {}
     for on in (True, False):
-        fused.ENABLED = on
+        ops.select(None if on else "reference")
         try:
             m = bomex_like((12, 10, 9), team, scheme=scheme)
             _stir(m, (12, 10, 9))
@@ -83,7 +80,7 @@ def test_model_steps_are_bit_identical_with_and_without_the_fused_kernels(team, 
             fields[on] = {n: f.copy() for n, f in m.ctx.fields.items()}
             m.free()
         finally:
-            fused.ENABLED = True
+            ops.select(None)
     for n in fields[True]:
         assert np.array_equal(fields[True][n], fields[False][n]), n
 
@@ -105,7 +102,7 @@ def test_forcings_are_bit_identical_with_and_without_the_fused_kernels(team):
         start = {n: 1e-7 * rng.standard_normal(t.shape) for n, t in ctx.tend.items()}
         out = {}
         for on in (True, False):
-            fused.ENABLED = on
+            ops.select(None if on else "reference")
             try:
                 for n, t in ctx.tend.items():
                     t[...] = start[n]
@@ -113,7 +110,7 @@ def test_forcings_are_bit_identical_with_and_without_the_fused_kernels(team):
                 forcings.Coriolis({"lat": 15.0})(ctx)
                 out[on] = {n: t.copy() for n, t in ctx.tend.items()}
             finally:
-                fused.ENABLED = True
+                ops.select(None)
         for n in out[True]:
             assert np.array_equal(out[True][n], out[False][n]), n
         assert not np.array_equal(out[True]["thl"], start["thl"])
@@ -121,21 +118,8 @@ def test_forcings_are_bit_identical_with_and_without_the_fused_kernels(team):
         m.free()
 
 
-def test_environment_variable_switches_the_kernels_off():
-    import os
-    import subprocess
-    import sys
-    code = "from hpcsuite.les import fused; print(fused.ENABLED)"
-    for value, expected in (("0", "False"), ("1", "True"), (None, "True")):
-        env = {k: v for k, v in os.environ.items() if k != "HPCSUITE_LES_FUSED"}
-        if value is not None:
-            env["HPCSUITE_LES_FUSED"] = value
-        out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
-        assert out.stdout.strip() == expected, (value, out.stdout, out.stderr)
-
-
 def test_moist_thermodynamics_are_bit_identical_to_the_array_api_source():
-    """thermo's one-pass CPU path (numba arithmetic around NumPy's own exp) against
+    """The moist state's numba implementation (numba arithmetic around NumPy's own exp) against
     saturation_adjust + virtual_theta, on blocks where about half the points are saturated and
     many sit at the saturation threshold (to the last bit)."""
     from hpcsuite.les import thermo
@@ -156,7 +140,8 @@ def test_moist_thermodynamics_are_bit_identical_to_the_array_api_source():
     step = rng.integers(-1, 2, qt.shape)
     at = np.where(step > 0, np.nextafter(qs, np.inf), np.where(step < 0, np.nextafter(qs, -np.inf), qs))
     qt[exact] = at[exact]
-    ql, T, thv = thermo._moist_state_fused(thl, qt, p, exn)
+    numba = next(i for i in ops.OPERATORS["moist_state"].implementations if i.backend == "numba")
+    ql, T, thv = numba.function(np, thl, qt, p, exn)
     ql0, T0 = thermo.saturation_adjust(np, thl, qt, p, exn)
     thv0 = thermo.virtual_theta(thl, qt, ql0, exn)
     assert 0.2 < np.mean(ql0 > 0) < 0.8

@@ -11,6 +11,20 @@ ok, why = gpu_status()
 pytestmark = pytest.mark.skipif(not ok, reason=f"no GPU: {why}")
 
 
+@pytest.fixture(autouse=True)
+def _all_backends_after():
+    """Every test here may switch the operator registry to the reference: back to all after it."""
+    from hpcsuite.les import ops
+    yield
+    ops.select(None)
+
+
+def _kernels(on: bool) -> None:
+    """The CUDA kernels on (every backend) or off (the array-API reference everywhere)."""
+    from hpcsuite.les import ops
+    ops.select(None if on else "reference")
+
+
 def _moist_state(cupy, shape, seed=0):
     """thl, qt, presf, exnf of a cloudy column set: saturated and unsaturated cells side by side."""
     rng = np.random.default_rng(seed)
@@ -26,8 +40,9 @@ def test_cuda_thermo_kernel_matches_the_array_api_source():
     import cupy
 
     from hpcsuite.les import gpukernels, thermo
+    from hpcsuite.les.ops.thermo import NEWTON_STEPS
     thl, qt, presf, exnf = _moist_state(cupy, (7, 5, 40))
-    ql, T, thv = (cupy.asnumpy(a) for a in gpukernels.thermo(cupy, thl, qt, presf, exnf, thermo._NEWTON))
+    ql, T, thv = (cupy.asnumpy(a) for a in gpukernels.thermo(cupy, thl, qt, presf, exnf, NEWTON_STEPS))
     ql0, T0 = thermo.saturation_adjust(cupy, thl, qt, presf, exnf)
     thv0 = cupy.asnumpy(thermo.virtual_theta(thl, qt, ql0, exnf))
     ql0, T0 = cupy.asnumpy(ql0), cupy.asnumpy(T0)
@@ -46,7 +61,7 @@ def test_cuda_thermo_kernel_matches_the_array_api_source():
 def test_cuda_thermo_term_uses_the_kernel_and_can_be_turned_off(monkeypatch):
     import cupy
 
-    from hpcsuite.les import fused, gpukernels
+    from hpcsuite.les import gpukernels, ops
     thl, qt, presf, exnf = _moist_state(cupy, (6, 4, 12), seed=1)
     calls = []
     real = gpukernels.thermo
@@ -60,8 +75,13 @@ def test_cuda_thermo_term_uses_the_kernel_and_can_be_turned_off(monkeypatch):
     assert gpukernels.usable(thl, qt, presf, exnf)
     assert not gpukernels.usable(thl[:, 1:], qt, presf, exnf)        # a strided view: array-API path
     assert not gpukernels.usable(cupy.asnumpy(thl), qt, presf, exnf)  # host data: not these kernels
-    monkeypatch.setattr(fused, "ENABLED", False)
-    assert not gpukernels.usable(thl, qt, presf, exnf)
+    op = ops.OPERATORS["moist_state"]
+    assert op.choose(cupy, thl, qt, presf, exnf).backend == "cuda"
+    with ops.using("reference"):                       # the one switch turns it off
+        assert op.choose(cupy, thl, qt, presf, exnf) is None
+    with ops.using("numba"):                           # the CPU kernels' switch does not
+        assert op.choose(cupy, thl, qt, presf, exnf) is None
+    assert op.choose(cupy, thl, qt, presf, exnf).backend == "cuda"
 
 
 @pytest.mark.parametrize("strided", [None, (0, 1), (1, 2)], ids=["contiguous", "strided-xy", "strided-z"])
@@ -143,10 +163,9 @@ def _with_and_without_kernels(monkeypatch, ctx, term, diag=(), tend=None):
     starting from zero tendencies or from ``tend`` (``{name: host array}``)."""
     import cupy
 
-    from hpcsuite.les import fused
     out = {}
     for on in (True, False):
-        monkeypatch.setattr(fused, "ENABLED", on)
+        _kernels(on)
         ctx.zero_tendencies()
         for n, a in (tend or {}).items():
             ctx.tend[n][...] = cupy.asarray(a)
@@ -204,7 +223,7 @@ def test_cuda_subgrid_kernels_match_the_array_api_source(team, monkeypatch, stre
     fluxes, strain rate and TKE sources) with the CUDA kernels and with the array-API source."""
     import cupy
 
-    from hpcsuite.les import fused, gpusubgrid, subgrid
+    from hpcsuite.les import gpusubgrid, subgrid
     from hpcsuite.les.cases import BOMEX
     m = _stirred_gpu_model(team, monkeypatch, "2nd", stretched)
     used = set()
@@ -215,7 +234,7 @@ def test_cuda_subgrid_kernels_match_the_array_api_source(team, monkeypatch, stre
     out = _with_and_without_kernels(monkeypatch, m.ctx, term, diag=("ekm", "ekh"))
     budget = {}                                    # the TKE budget terms (statistics read them)
     for on in (True, False):
-        monkeypatch.setattr(fused, "ENABLED", on)
+        _kernels(on)
         term(m.ctx)
         budget[on] = {k: cupy.asnumpy(a).copy() for k, a in m.ctx.diag["tke_budget"].items()}
     m.free()
@@ -275,7 +294,7 @@ def test_cuda_surface_momentum_kernel_equals_the_array_api_source(team, monkeypa
     wind speed bound acts) with the kernel and with the array-API source, to the last bit."""
     import cupy
 
-    from hpcsuite.les import fused, gpukernels, surface
+    from hpcsuite.les import gpukernels, surface
     m = _stirred_gpu_model(team, monkeypatch, "2nd", stretched=False)
     ctx = m.ctx
     ctx.galilean = (ctx.galilean[0], 0.2)
@@ -288,7 +307,7 @@ def test_cuda_surface_momentum_kernel_equals_the_array_api_source(team, monkeypa
     term = surface.PrescribedSurface({"ustar": 0.28, "wthl": 8e-3, "wqt": 5.2e-5})
     out = {}
     for on in (True, False):
-        monkeypatch.setattr(fused, "ENABLED", on)
+        _kernels(on)
         term(ctx)
         out[on] = {k: cupy.asnumpy(a).copy() for k, a in ctx.diag["surface"].items()}
     m.free()
@@ -307,7 +326,7 @@ def test_cuda_buoyancy_kernel_equals_the_array_api_source(team, monkeypatch):
     per level), with the kernel and with the array-API source, to the last bit."""
     import cupy
 
-    from hpcsuite.les import fused, gpukernels, thermo
+    from hpcsuite.les import gpukernels, thermo
     m = _stirred_gpu_model(team, monkeypatch, "2nd", stretched=True)
     ctx = m.ctx
     rng = np.random.default_rng(4)
@@ -318,7 +337,7 @@ def test_cuda_buoyancy_kernel_equals_the_array_api_source(team, monkeypatch):
     monkeypatch.setattr(gpukernels, "buoyancy", lambda *a: calls.append(1) or real(*a))
     out = {}
     for on in (True, False):
-        monkeypatch.setattr(fused, "ENABLED", on)
+        _kernels(on)
         ctx.zero_tendencies()
         ctx.tend["w"][...] = 1.0                       # added to, not overwritten
         thermo.add_buoyancy(ctx, thv, thvref)
@@ -333,7 +352,7 @@ def test_cuda_buoyancy_kernel_equals_the_array_api_source(team, monkeypatch):
 def test_cuda_courant_rate_equals_the_array_api_source_also_for_nan_and_inf(team, monkeypatch):
     """The time step's Courant rate from the one-pass kernel equals the array-API source's, and a
     NaN or an infinity in any velocity shows in it (the blow-up check relies on that)."""
-    from hpcsuite.les import fused, gpukernels
+    from hpcsuite.les import gpukernels
     from hpcsuite.les.timestep import local_rates
     m = _stirred_gpu_model(team, monkeypatch, "5th", stretched=True)
     ctx = m.ctx
@@ -344,7 +363,7 @@ def test_cuda_courant_rate_equals_the_array_api_source_also_for_nan_and_inf(team
     def both():
         out = []
         for on in (True, False):
-            monkeypatch.setattr(fused, "ENABLED", on)
+            _kernels(on)
             out.append(float(local_rates(ctx)[0]))
         return out
     on, off = both()
@@ -426,10 +445,9 @@ def test_cuda_kernels_keep_a_whole_step_at_the_array_api_result(team, monkeypatc
     only differences are the saturation adjustment's exp (last bits), grown over a step."""
     import cupy
 
-    from hpcsuite.les import fused
     fields = {}
     for on in (True, False):
-        monkeypatch.setattr(fused, "ENABLED", on)
+        _kernels(on)
         m = _stirred_gpu_model(team, monkeypatch, "5th", stretched=True)
         m.step()
         fields[on] = {n: cupy.asnumpy(a).copy() for n, a in m.ctx.fields.items()}
