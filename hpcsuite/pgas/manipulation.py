@@ -238,8 +238,8 @@ def _inner_split(a: DistArray, b: DistArray) -> bool:
     """Whether only the inner dimension is distributed, the same way in ``a`` and ``b``, with a
     dtype MPI can sum. Local (global metadata only)."""
     pa, pb = a.pattern, b.pattern
-    if pa.tiled or pb.tiled or pa.grid[0] != 1 or pb.grid[1] != 1 or pa.grid[1] == 1:
-        return False
+    if pa.tiled or pb.tiled or pa.grid[0] != 1 or pb.grid[1] != 1 or (pa.grid[1] == 1 and a.team.size > 1):
+        return False                    # (one unit: a plain local product)
     if a.team.comm.Compare(b.team.comm) not in (MPI.IDENT, MPI.CONGRUENT) or a.shape[1] != b.shape[0]:
         return False
     if a.device.is_gpu != b.device.is_gpu:
@@ -255,7 +255,8 @@ def _matmul_inner(a: DistArray, b: DistArray) -> DistArray:
     dev = a.device
     part = a.local.astype(dt, copy=False) @ b.local.astype(dt, copy=False)
     full = np.ascontiguousarray(dev.to_host(part), dtype=dt)
-    a.team.Allreduce(MPI.IN_PLACE, full, op=MPI.SUM)
+    if a.team.size > 1:
+        a.team.Allreduce(MPI.IN_PLACE, full, op=MPI.SUM)
     r = new_array((a.shape[0], b.shape[1]), dt, a, dist=(BLOCKED, NONE), grid=None)
     r.local[...] = local_part(full, r)
     return r
