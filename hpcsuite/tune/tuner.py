@@ -495,7 +495,8 @@ class Autotuner:
             if compare_full and r.status != "invalid":
                 full_time += self._measure_full(r, full_repeats)
             # inputs are kept for the likely finalists (the fastest so far), to re-measure them
-            keep = sorted(self._done, key=lambda x: x.predicted_time)[:self.max_finalists] if self.remeasure else []
+            keep = sorted(self._done, key=lambda x: x.predicted_time)[:self.max_finalists] \
+                if self.remeasure else []
             for x in [r] + self._done:
                 if all(x is not y for y in keep):
                     self._release(x.config)
