@@ -115,22 +115,36 @@ DALES_TMSER = Path(__file__).resolve().parent / "data" / "dales_bomex_tmser.csv"
 #: ours, unit, definition, (kind, tolerance)). Both sides use the same definition (DALES 3.2.0
 #: ``modtimestat``; see :mod:`hpcsuite.les.statistics`). The accepted range is the DALES run's
 #: mean over the window ``-/+`` the tolerance (``rel``: a fraction of it, ``abs``: in the unit).
-#: Why each tolerance (measured; bench/RESULTS.md, "BOMEX against DALES"): it must hold the correct
-#: model at both resolutions run here (64 x 64 x 80 and 32 x 32 x 80, two seeds) and it is set
-#: no wider than that needs, so that the deliberate errors of ``bench/les_bomex_errors.py`` fall
-#: outside it where they change the quantity.
+#: Each tolerance holds every correct run made (differences from DALES, ours minus DALES:
+#: 24 x 24 x 80 seeds 1 and 2 over hours 2-3 and seed 2 over hours 3-6; the full 64 x 64 x 80 case
+#: over hours 3-6 where its series had the same definition) plus the measured seed-to-seed
+#: difference, and no more, so that the deliberate errors of ``bench/les_bomex_errors.py`` fall
+#: outside where they change the quantity (bench/RESULTS.md, "BOMEX against DALES with matched
+#: definitions", has every number):
+#:
+#: * cover: correct +8..+24 % (full grid +14 %), seeds differ by 7 %: 45 %; halved subgrid
+#:   diffusivities give +74 %.
+#: * LWP: our model is wetter than DALES 3.2, correct +34..+46 % (full grid +38 %): 70 %; no
+#:   subsidence +118 %.
+#: * mean cloud base over cloudy columns: correct +0..+25 m, seeds differ by 17 m: 45 m; no
+#:   subsidence +58 m.
+#: * mean cloud top over cloudy columns: correct +37..+89 m, seeds 18 m: 120 m; no subsidence +147 m.
+#: * highest cloud top (an extreme, lower on a small domain): correct -163..-77 m (full grid
+#:   +97 m): 250 m; half the surface fluxes -424 m.
+#: * inversion height: correct -10..+6 m, seeds 0.5 m, DALES's own hourly means vary by -/+13 m:
+#:   40 m; no subsidence +65 m.
 BOMEX_MATCH = {
-    "cloud_cover": ("cc", 1.0, "1", "fraction of columns with ql > 0 (DALES cc)", ("rel", 0.35)),
+    "cloud_cover": ("cc", 1.0, "1", "fraction of columns with ql > 0 (DALES cc)", ("rel", 0.45)),
     "lwp": ("lwp_bar_kg_m2", 1e3, "g/m^2", "domain mean of the column integral of rho ql (DALES lwp_bar)",
-            ("rel", 0.6)),
+            ("rel", 0.7)),
     "cloud_base_avg": ("zb_m", 1.0, "m", "mean over cloudy columns of the lowest cloudy level (DALES zb)",
-                       ("abs", 60.0)),
+                       ("abs", 45.0)),
     "cloud_top_avg": ("zc_av_m", 1.0, "m", "mean over cloudy columns of the highest cloudy level (DALES zc_av)",
-                      ("abs", 80.0)),
+                      ("abs", 120.0)),
     "cloud_top": ("zc_max_m", 1.0, "m", "highest level with ql > 0 in the domain (DALES zc_max)",
-                  ("abs", 200.0)),
+                  ("abs", 250.0)),
     "zi_dales": ("zi_m", 1.0, "m", "largest thv gradient of 4-column groups, refined (DALES zi)",
-                 ("abs", 60.0)),
+                 ("abs", 40.0)),
 }
 
 
