@@ -596,6 +596,7 @@ def plot_report(res: TuningResult, path: str | os.PathLike) -> bool:
     ax.set_title(title, fontsize=9)
     ax.legend()
     fig.tight_layout()
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=120)
     plt.close(fig)
     return True
