@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from hpcsuite import pgas
 from hpcsuite.runtime.comm_hooks import intercept
 
-from numpy_layouts import B, BC, C, N, T, Comms, data, dist_array, gathered, layouts, mpi_settings, tolerance
+from numpy_layouts import B, BC, C, N, Comms, data, dist_array, gathered, layouts, mpi_settings, tolerance
 
 pytestmark = pytest.mark.mpi
 

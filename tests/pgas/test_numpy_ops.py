@@ -14,7 +14,7 @@ from hpcsuite import pgas
 from hpcsuite.pgas import arith
 from hpcsuite.runtime.comm_hooks import intercept
 
-from numpy_layouts import (B, BC, C, N, DTYPES, Comms, data, dist_array, gathered, layouts,
+from numpy_layouts import (B, C, N, DTYPES, Comms, data, dist_array, gathered, layouts,
                            mpi_settings, tolerance)
 
 pytestmark = pytest.mark.mpi
