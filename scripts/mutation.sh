@@ -8,6 +8,7 @@
 #   scripts/mutation.sh --report pattern     after a run: its kill rate again (e.g. with new
 #                                            equivalent mutants listed below)
 #   scripts/mutation.sh --survivors pattern  after a run: the diff of every surviving mutant
+#   scripts/mutation.sh --mpi pattern        after a run: only the 2-rank phase again, and the rate
 #   scripts/mutation.sh --at COMMIT lint     the package and tests as committed at COMMIT (e.g. to
 #                                            measure a baseline); default: the working tree
 #
@@ -39,19 +40,21 @@ py="$root/.venv/bin/python"
 # the survivors of the functions matching the last field (collective code that serial tests run
 # only at one rank)
 MODULES=(
-  "pattern|hpcsuite/pgas/pattern.py|tests/pgas/test_pattern.py tests/pgas/test_pattern_properties.py||"
+  "pattern|hpcsuite/pgas/pattern.py|tests/pgas/test_pattern.py tests/pgas/test_pattern_properties.py|tests/pgas/test_pattern_properties.py -k process_grid|xǁPatternǁ_grid_dims"
   "dist|hpcsuite/pgas/dist.py|tests/pgas/test_dist_maps.py tests/pgas/test_pattern_properties.py tests/pgas/test_pattern.py||"
   "deck|hpcsuite/deck.py|tests/test_deck.py tests/test_deck_validation.py|tests/test_deck_validation.py -k every_rank|x_read_text|x_load"
-  "lint|hpcsuite/jobs/lint.py|tests/jobs/test_lint_render.py tests/jobs/test_lint_rules.py tests/jobs/test_site.py::test_lint_knows_which_mpi_a_rendered_script_is_for tests/jobs/test_site.py::test_rendering_with_a_site_file||"
+  "lint|hpcsuite/jobs/lint.py|tests/jobs/test_lint_rules.py tests/jobs/test_lint_render.py::test_clean_script_has_no_findings tests/jobs/test_lint_render.py::test_lint_catches_mistakes_with_line_numbers tests/jobs/test_lint_render.py::test_time_formats tests/jobs/test_lint_render.py::test_every_template_is_clean_and_renders tests/jobs/test_site.py::test_lint_knows_which_mpi_a_rendered_script_is_for tests/jobs/test_site.py::test_rendering_with_a_site_file||"
 )
 
 # Equivalent mutants: "module|mutant name|reason". A mutant listed here is left out of the rate's
 # denominator; its reason says why no test can tell it from the original.
 EQUIVALENT=$(cat <<'EOF'
+pattern|hpcsuite.pgas.pattern.xǁPatternǁlocal_global_indices__mutmut_12|reshape(-2) for reshape(-1): NumPy (2.x) takes any negative extent as "infer this one"
+pattern|hpcsuite.pgas.pattern.xǁPatternǁlocal_global_indices__mutmut_30|reshape(-2, b) for reshape(-1, b): the same
 EOF
 )
 
-usage() { sed -n '2,32p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,33p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
 
 entry() {  # entry NAME -> "name|file|tests" or nothing
   local m
@@ -150,9 +153,10 @@ denom = total - timeouts - len(listed)
 rate = 100.0 * killed / denom if denom else float("nan")
 print(f"{name:8s} killed {killed} / {denom} = {rate:.1f} %   ({total} mutants: "
       + (f"{by_mpi} killed only by the 2-rank MPI tests, " if by_mpi else "") + f"{timeouts} timeouts, "
-      f"{len(listed)} listed equivalent, {count['survived']} survived, {count['no tests']} not covered"
-      + "".join(f", {n} {s}" for s, n in count.items()
-                if s not in ("killed", "timeout", "survived", "no tests", "caught by type check")) + ")")
+      f"{len(listed)} listed equivalent, {sum(status[k] == 'survived' for k in survivors)} survived, "
+      f"{sum(status[k] == 'no tests' for k in survivors)} not covered"
+      + "".join(f", {n} {s}" for s, n in collections.Counter(status[k] for k in survivors).items()
+                if s not in ("survived", "no tests")) + ")")
 for k in survivors:
     print(f"    survived: {k} ({status[k]})")
 for k in stale:
@@ -170,6 +174,7 @@ while [ $# -gt 0 ]; do
     --list) for m in "${MODULES[@]}"; do IFS='|' read -r n f t mt mf <<< "$m"; printf '%-8s %-28s %s%s\n' "$n" "$f" "$t" "${mt:+; at 2 ranks for ${mf//|/, }: $mt}"; done; exit 0 ;;
     --survivors) survivors=1 ;;
     --report) only_report=1 ;;
+    --mpi) only_report=2 ;;
     --at) at=$(git -C "$root" rev-parse --verify "${2:-}^{commit}") || { echo "[mutation] --at needs a commit" >&2; exit 2; }; shift ;;
     -*) echo "[mutation] unknown option '$1' (see --help)" >&2; exit 2 ;;
     *) [ -n "$(entry "$1")" ] || { echo "[mutation] unknown module '$1' (known: $(for m in "${MODULES[@]}"; do printf '%s ' "${m%%|*}"; done))" >&2; exit 2; }
@@ -189,9 +194,14 @@ if [ "$survivors" = 1 ]; then
   exit 0
 fi
 
-if [ "$only_report" = 1 ]; then
+if [ "$only_report" != 0 ]; then
   for n in "${names[@]}"; do
-    [ -d "$root/.mutation/$n/mutants" ] && report "$n" || echo "[mutation] $n: no run yet" >&2
+    [ -d "$root/.mutation/$n/mutants" ] || { echo "[mutation] $n: no run yet" >&2; continue; }
+    if [ "$only_report" = 2 ]; then
+      IFS='|' read -r name file tests mpi_tests mpi_filter <<< "$(entry "$n")"
+      mpi_phase "$n" "$mpi_tests" "$mpi_filter" || exit 1
+    fi
+    report "$n"
   done
   exit 0
 fi

@@ -102,6 +102,15 @@ def test_a_process_grid_object_gives_its_extents():
     assert p.grid == (world.size, 1)
 
 
+@pytest.mark.mpi
+def test_a_process_grid_object_sets_the_grid_at_every_rank_count(team):
+    """Collective (the grid's communicator): a 1 x size grid, not the default size x 1."""
+    pg = team.grid((1, team.size))
+    p = Pattern((8, 8), (BLOCKED, BLOCKED), team=team, grid=pg)
+    assert p.grid == (1, team.size)
+    assert p == Pattern((8, 8), (BLOCKED, BLOCKED), team=team.size, grid=(1, team.size))
+
+
 # ---------------------------------------------------------------- units and elements
 @pytest.mark.parametrize("shape,dist,units,grid", [
     ((7, 5, 3), (BLOCKED, CYCLIC, BLOCKCYCLIC(2)), 12, (3, 2, 2)),
@@ -242,6 +251,9 @@ def test_tiled_storage_against_a_hand_made_layout():
 
 def test_tiled_storage_of_a_unit_without_tiles():
     p = Pattern((4, 6), (TILE(2), TILE(3)), team=4, grid=(4, 1))
+    for u in range(4):        # a shape NumPy takes: integers
+        assert np.empty(p.storage_shape(u)).shape == p.storage_shape(u)
+        assert all(type(n) is int for n in p.storage_shape(u))
     assert p.local_shape(3) == (0, 6) and p.storage_shape(3) == (0, 2, 2, 3)
     assert p.storage_shape(0) == (1, 2, 2, 3)
     q = Pattern((0, 4), (TILE(2), NONE), team=2)
