@@ -70,13 +70,9 @@ def _range_words(kind: str, lo, hi, lo_open: bool, hi_open: bool) -> str:
     return f"{'an' if kind == 'integer' else 'a'} {kind}"
 
 
-def _plural(words: str) -> str:
+def _plural(words: str, noun: str) -> str:
     """``"an integer in [0, 9]"`` -> ``"integers in [0, 9]"``: the words of one item, for a list."""
-    words = words.removeprefix("a ").removeprefix("an ")
-    for noun in ("integer", "number"):
-        if noun in words:
-            return words.replace(noun, noun + "s", 1)
-    return words + "s"
+    return words.removeprefix("a ").removeprefix("an ").replace(noun, noun + "s", 1)
 
 
 @dataclass
@@ -171,7 +167,7 @@ class IntList(Field):
             try:
                 item.convert(x)
             except ValueError:
-                raise ValueError(f"must be a list of {n}{_plural(item.words())}, {_got(v)}") from None
+                raise ValueError(f"must be a list of {n}{_plural(item.words(), 'integer')}, {_got(v)}") from None
         return list(v)
 
 
@@ -189,7 +185,7 @@ class FloatList(Field):
         try:
             return [self.item.convert(x) for x in v]
         except ValueError:
-            raise ValueError(f"must be a list of {n}{_plural(self.item.words())}, {_got(v)}") from None
+            raise ValueError(f"must be a list of {n}{_plural(self.item.words(), 'number')}, {_got(v)}") from None
 
 
 @dataclass

@@ -51,6 +51,19 @@ MODULES=(
 EQUIVALENT=$(cat <<'EOF'
 pattern|hpcsuite.pgas.pattern.xǁPatternǁlocal_global_indices__mutmut_12|reshape(-2) for reshape(-1): NumPy (2.x) takes any negative extent as "infer this one"
 pattern|hpcsuite.pgas.pattern.xǁPatternǁlocal_global_indices__mutmut_30|reshape(-2, b) for reshape(-1, b): the same
+deck|hpcsuite.deck.x__got__mutmut_7|the names of a list's and a table's kind are never printed (a list or table shows as its repr)
+deck|hpcsuite.deck.x__got__mutmut_8|the same
+deck|hpcsuite.deck.x__got__mutmut_9|the same
+deck|hpcsuite.deck.x__got__mutmut_10|the same
+deck|hpcsuite.deck.x__toml_value__mutmut_7|rstrip() for rstrip("\n"): the TOML string ends with its closing quote, no other whitespace
+deck|hpcsuite.deck.x__toml_value__mutmut_16|rstrip("XX\nXX") strips the same characters there
+deck|hpcsuite.deck.x__suggest__mutmut_7|get_close_matches without n=1: its best match comes first either way
+deck|hpcsuite.deck.x__suggest__mutmut_9|n=2: the same
+deck|hpcsuite.deck.xǁIntǁwords__mutmut_10|None for False as a flag that is only tested for truth
+deck|hpcsuite.deck.xǁIntǁwords__mutmut_11|the same
+deck|hpcsuite.deck.x_read_text__mutmut_1|"" for None as the initial err/text: both are replaced or tested for truth only
+deck|hpcsuite.deck.x_read_text__mutmut_10|encoding "UTF-8" for "utf-8": the same codec
+deck|hpcsuite.deck.x_read_text__mutmut_16|broadcast also at size 1: a one-rank broadcast returns its argument
 EOF
 )
 
@@ -104,7 +117,7 @@ mpi_phase() {  # mpi_phase NAME TESTS FILTER: survivors of matching functions ag
   [ -n "$tests" ] || return 0
   mpi_run() {  # the selection at 2 ranks with mutant $1 active ("" = the original code)
     (cd "$work/mutants" && MUTANT_UNDER_TEST="$1" timeout 300 nice -n 10 "$root/.venv/bin/mpiexec" -n 2 \
-       "$py" -m pytest --with-mpi -m mpi -q -x -p no:cacheprovider $tests) >> "$work/mpi.log" 2>&1
+       "$py" -m pytest --with-mpi -m mpi -q -x -p no:cacheprovider $tests) < /dev/null >> "$work/mpi.log" 2>&1
   }
   if ! mpi_run ""; then
     echo "[mutation] $name: the 2-rank MPI selection fails on the original code, see .mutation/$name/mpi.log" >&2

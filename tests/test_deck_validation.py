@@ -153,7 +153,17 @@ def test_parse_default_path_and_required_key_help():
     with pytest.raises(dk.DeckError) as e:
         dk.parse({}, schema)
     assert str(e.value) == "<deck>: [t] k is required (cells along x)"
+    with pytest.raises(dk.DeckError) as e:
+        dk.parse({"t": {}}, dk.Schema({"t": {"k": dk.Int()}}), "f.toml")
+    assert str(e.value) == "f.toml: [t] k is required"
     assert dk.parse({"t": {"k": 1}}, schema).path == "<deck>"
+
+
+def test_a_deck_without_an_application_lists_the_known_ones():
+    for raw in ({}, {"app": {}}, {"app": 3}):
+        with pytest.raises(dk.DeckError) as e:
+            dk.app_name(raw, "d.toml", ["eigen", "heat3d"])
+        assert str(e.value) == "d.toml: [app] name is required: the application to run (known: eigen, heat3d)"
 
 
 def test_unknown_names_without_a_close_match_list_the_known_ones():
@@ -183,6 +193,7 @@ def test_describe_is_a_deck_that_parses_back_to_the_defaults():
     lines = text.splitlines()
     assert lines[0] == "[grid]    # the mesh"
     assert lines[1] == "nx = 8    # cells"
+    assert lines[2] == "name = \"a'b\"" and lines[3] == "on = false"
     assert "[run]" in lines and "on = false" in lines and 'mode = "x"' in lines
     assert lines[lines.index("[run]") - 1] == ""          # a blank line between tables
     d = dk.parse(tomllib.loads(text), schema, "t.toml")
