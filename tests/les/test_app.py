@@ -179,29 +179,43 @@ def test_bomex_small_on_the_gpu_gives_the_cpu_statistics(run, tmp_path):
         np.testing.assert_allclose(out["gpu"][k], ref, rtol=1e-9, atol=1e-9 * scale, equal_nan=True, err_msg=k)
 
 
-def test_a_6_hour_bomex_run_ends_with_the_intercomparison_summary(run, tmp_path):
-    """A coarse 4 x 4 x 10 BOMEX for 6 h (seconds): the last result line compares hours 3-6 with the
-    intercomparison ranges; the statistics file names the case (the plots shade those ranges)."""
+def test_a_6_hour_bomex_run_ends_with_the_dales_comparison(run, tmp_path):
+    """A coarse 4 x 4 x 10 BOMEX for 6 h (seconds): the last result line compares hours 3-6 with
+    DALES's BOMEX run (matched definitions); ``les compare`` prints the same as a table with the
+    DALES means, the accepted ranges and the sources named; the statistics file names the case."""
     d = write(tmp_path, "bomex_small", **{"grid.nx": 4, "grid.ny": 4, "grid.xsize": 2000.0, "grid.ysize": 2000.0,
                                           "grid.nz": 10, "time.t_end": 21600.0, "output.stats_every": 3600.0,
                                           "output.sections_every": 0.0, "output.fields": False,
                                           "output.dir": str(tmp_path / "o")})
     p = run([HPCSUITE, "run", "-q", d], timeout=300)
     assert p.returncode == 0, p.stderr
-    line = [ln for ln in p.stdout.splitlines() if "BOMEX hours 3-6 against the intercomparison" in ln]
+    line = [ln for ln in p.stdout.splitlines()
+            if "BOMEX hours 3-6 against the DALES 3.2 reference run (matched definitions)" in ln]
     assert len(line) == 1 and re.search(r"; [0-6] of 6 within$", line[0]), p.stdout
     with h5py.File(tmp_path / "o" / "stats.h5", "r") as f:
         assert f.attrs["case"] == "bomex" and f["timeseries/time"][-1] == 21600.0
+        t = f["timeseries/time"][()]
+        sel = (t >= 3 * 3600) & (t <= 6 * 3600)
+        cover = float(np.mean(f["timeseries/cloud_cover"][()][sel]))
+        zi = float(np.mean(f["timeseries/zi_dales"][()][sel]))
     # the same comparison as a table, from the command line; the run's own line said the same
     p = run([HPCSUITE, "les", "compare", tmp_path / "o"])
     assert p.returncode == 0, p.stderr
-    assert "| quantity | hours 3-6 | reference range (hours 3-6) | unit | within |" in p.stdout
+    assert ("| quantity | definition (as DALES modtimestat) | this run, hours 3-6 | DALES 3.2 run, hours 3-6 | "
+            "accepted range | intercomparison | unit | within |") in p.stdout
     n_within = int(re.search(r"; ([0-6]) of 6 within$", line[0]).group(1))
     assert f"\n{n_within} of 6 within the ranges" in p.stdout
-    base = float(re.search(r"cloud_base ([0-9.]+) m", line[0]).group(1))
-    assert re.search(rf"\| cloud_base \| {base:.4g} \| 400 - 700 \| m \| (yes|NO) \|", p.stdout)
+    from hpcsuite.les.cases import BOMEX_REFERENCE, dales_bomex_reference
+    ref = dales_bomex_reference()
+    lo, hi = BOMEX_REFERENCE["cloud_cover"][:2]
+    assert re.search(rf"\| cloud_cover \| fraction of columns with ql > 0 \(DALES cc\) \| {cover:.4g} \| "
+                     rf"{ref['cloud_cover']:.4g} \| {lo:.4g} - {hi:.4g} \| not cited \| 1 \| (yes|NO) \|", p.stdout), p.stdout
+    assert f"| zi_dales | largest thv gradient of 4-column groups, refined (DALES zi) | {zi:.4g} | {ref['zi_dales']:.4g} |" in p.stdout
+    assert "github.com/dalesteam/dales cases/bomex/results_3.2.0/tmser.001.nc" in p.stdout
+    assert "Intercomparison: Siebesma et al. 2003" in p.stdout and "read off" not in p.stdout
     p = run([HPCSUITE, "les", "compare", tmp_path / "o", "--hours", "1", "2"])
-    assert p.returncode == 0 and "| hours 1-2 |" in p.stdout and "note:" not in p.stdout
+    assert p.returncode == 0 and "| this run, hours 1-2 | DALES 3.2 run, hours 1-2 |" in p.stdout
+    assert "note:" not in p.stdout
     p = run([HPCSUITE, "les", "compare", tmp_path / "o", "--hours", "5", "7"])
     assert p.returncode == 0 and "# note: samples end at 6 h, before the window's end (7 h)" in p.stdout
     for bad, msg in ((["--hours", "3", "1"], "give FROM < TO"), ([], "no such run folder")):
