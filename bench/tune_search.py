@@ -277,7 +277,7 @@ def main() -> None:
 
     if COMM.Get_rank() == 0:
         print(f"\n## autotuning {args.target} {problem} ({COMM.Get_size()} ranks)")
-        print(f"{'approach':48s} {'wall s':>8s} {'vs 10 runs':>10s} {'vs 1 run':>9s} {'pred err':>9s} "
+        print(f"{'approach':48s} {'wall s':>8s} {f'vs {args.iterations} runs':>10s} {'vs 1 run':>9s} {'pred err':>9s} "
               f"{'skipped':>8s} {'chosen slower than best':>24s}  chosen")
         for name, wall, sp, sp1, err, cfg, within, skipped in rows:
             print(f"{name:48s} {'-' if wall is None else f'{wall:.3g}':>8s} "
