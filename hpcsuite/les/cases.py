@@ -122,17 +122,18 @@ DALES_TMSER = Path(__file__).resolve().parent / "data" / "dales_bomex_tmser.csv"
 #: outside where they change the quantity (bench/RESULTS.md, "BOMEX against DALES with matched
 #: definitions", has every number):
 #:
-#: * cover: correct +8..+24 % (full grid +14 %), seeds differ by 7 %: 45 %; halved subgrid
+#: * cover: correct +8..+24 % (full grid +14 %), seeds differ by 8-14 %: 45 %; halved subgrid
 #:   diffusivities give +74 %.
-#: * LWP: our model is wetter than DALES 3.2, correct +34..+46 % (full grid +38 %): 70 %; no
-#:   subsidence +118 %.
+#: * LWP: our model is wetter than DALES 3.2, correct +19..+46 % (full grid +38 %): 70 %; no
+#:   subsidence +118 % (hours 2-3), +104 % (hours 3-6).
 #: * mean cloud base over cloudy columns: correct +0..+25 m, seeds differ by 17 m: 45 m; no
-#:   subsidence +58 m.
-#: * mean cloud top over cloudy columns: correct +37..+89 m, seeds 18 m: 120 m; no subsidence +147 m.
+#:   subsidence +58 m (hours 2-3), +65 m (hours 3-6).
+#: * mean cloud top over cloudy columns: correct +29..+89 m, seeds 18 m: 120 m; no subsidence
+#:   +147 m (hours 2-3), +151 m (hours 3-6).
 #: * highest cloud top (an extreme, lower on a small domain): correct -163..-77 m (full grid
-#:   +97 m): 250 m; half the surface fluxes -424 m.
-#: * inversion height: correct -10..+6 m, seeds 0.5 m, DALES's own hourly means vary by -/+13 m:
-#:   40 m; no subsidence +65 m.
+#:   +97 m): 250 m; half the surface fluxes -424 m (hours 2-3).
+#: * inversion height: correct -10..+37 m (seeds 1 and 2 differ by 31 m over hours 3-6; DALES's
+#:   own hourly means vary by -/+13 m): 50 m; no subsidence +65 m (hours 2-3), +177 m (hours 3-6).
 BOMEX_MATCH = {
     "cloud_cover": ("cc", 1.0, "1", "fraction of columns with ql > 0 (DALES cc)", ("rel", 0.45)),
     "lwp": ("lwp_bar_kg_m2", 1e3, "g/m^2", "domain mean of the column integral of rho ql (DALES lwp_bar)",
@@ -144,7 +145,7 @@ BOMEX_MATCH = {
     "cloud_top": ("zc_max_m", 1.0, "m", "highest level with ql > 0 in the domain (DALES zc_max)",
                   ("abs", 250.0)),
     "zi_dales": ("zi_m", 1.0, "m", "largest thv gradient of 4-column groups, refined (DALES zi)",
-                 ("abs", 40.0)),
+                 ("abs", 50.0)),
 }
 
 
