@@ -445,7 +445,7 @@ def horizontal_advection(phi, V, axis: int, h: int, nxl: int, nyl: int, spacing:
 def _vertical_flux(phi, Vz, bi, bj, i, j, f, f_lo, f_hi, voff, fifth, wm, wp):  # pragma: no cover - compiled
     # V phi_face on vertical face f (between phi[..., f - 1] and phi[..., f]) of column (bi, bj);
     # zero outside the computed faces f_lo .. f_hi - 1 (the surface and the lid). The 5th-order
-    # stencil drops to 3rd and 2nd order near the ends of the column, as advection._runs says.
+    # stencil drops to 3rd and 2nd order near the ends of the column, as ops.advection.runs says.
     if f < f_lo or f >= f_hi:
         return 0.0
     vf = Vz[i, j, f - voff]

@@ -78,7 +78,7 @@ __device__ double les_hface(const double* __restrict__ phi, const long long ps0,
 }
 
 // V phi_face on vertical face f of column (bi, bj); zero outside faces f_lo .. f_hi - 1; the 5th-order
-// stencil drops to 3rd and 2nd order near the ends of the column (advection._runs)
+// stencil drops to 3rd and 2nd order near the ends of the column (ops.advection.runs)
 __device__ double les_vflux(const double* __restrict__ phi, const long long ps0, const long long ps1,
         const double* __restrict__ Vz, const long long zs0, const long long zs1,
         const double* __restrict__ wm, const double* __restrict__ wp, const int weighted,
