@@ -64,6 +64,16 @@ deck|hpcsuite.deck.xǁIntǁwords__mutmut_11|the same
 deck|hpcsuite.deck.x_read_text__mutmut_1|"" for None as the initial err/text: both are replaced or tested for truth only
 deck|hpcsuite.deck.x_read_text__mutmut_10|encoding "UTF-8" for "utf-8": the same codec
 deck|hpcsuite.deck.x_read_text__mutmut_16|broadcast also at size 1: a one-rank broadcast returns its argument
+lint|hpcsuite.jobs.lint.x_valid_time__mutmut_13|group(2) for group(1): the days and hours groups match together or not at all
+lint|hpcsuite.jobs.lint.x_valid_time__mutmut_40|group(6, 6, 7) for (5, 6, 7): only the fields after the first are checked, and 6 and 7 are those
+lint|hpcsuite.jobs.lint.x_lint_text__mutmut_34|>= for > at the first command's own line: that line is a command, not an #SBATCH line
+lint|hpcsuite.jobs.lint.x_lint_text__mutmut_58|[a-za-z] for [A-Za-z] under re.I: the same class
+lint|hpcsuite.jobs.lint.x_lint_text__mutmut_59|SBATCH for sbatch under re.I: the same pattern
+lint|hpcsuite.jobs.lint.x_lint_text__mutmut_66|the '##' test is redundant: the near-miss pattern cannot match a line starting '##'
+lint|hpcsuite.jobs.lint.x_lint_text__mutmut_135|get_close_matches without n=1: its best match comes first either way
+lint|hpcsuite.jobs.lint.x_lint_text__mutmut_137|n=2: the same
+lint|hpcsuite.jobs.lint.x_expected_srun_mpi__mutmut_1|a default text "XXXX" holds no assignment, like ""
+lint|hpcsuite.jobs.lint.x_lint_file__mutmut_6|encoding "UTF-8" for "utf-8": the same codec
 EOF
 )
 

@@ -251,3 +251,45 @@ def test_lint_file(tmp_path):
     assert lint_file(p, srun_mpi="pmix") == []
     with pytest.raises(OSError):
         lint_file(tmp_path / "missing.sh")
+
+
+@pytest.mark.parametrize("bad", ["#SBATCH", "#SBATCH # a # b", "#SBATCH -Z 3", "#SBATCH ntasks=4", "#SBATCH --zzzzzzzz=1",
+                                 "#SBATCH --partition", "#SBATCH --bb"])
+def test_a_bad_directive_does_not_hide_the_next_one(bad):
+    got = findings(HEAD + bad + "\n#SBATCH --nodes=x\n")
+    assert [line for line, level, _ in got if level == "error"] == [3, 4], got
+    assert got[-1] == (4, "error", "'--nodes' needs a positive count, got 'x'")
+
+
+def test_short_options_glued_to_their_value_and_two_letter_long_options():
+    assert findings(HEAD + "#SBATCH -NX\n") == [(3, "error", "'--nodes' needs a positive count, got 'X'")]
+    assert findings(HEAD + "#SBATCH --bb\n") == [(3, "error", "'--bb' needs a value")]
+    assert findings(HEAD + "#SBATCH # a # b\n") == [(3, "error", "empty #SBATCH directive")]
+
+
+def test_lower_case_variables_and_every_step_are_checked():
+    got = findings(HEAD + "mpi=pmix\nsrun --mpi=$mpi a.out\n")
+    assert [(l, lv) for l, lv, _ in got] == [(4, "error")]
+    got = findings(HEAD + "srun --mpi=$UNSET a.out\nsrun --mpi=pmix b.out\n")
+    assert [(l, lv) for l, lv, _ in got] == [(4, "error")]
+
+
+def test_a_quoted_vendor_line_is_read(monkeypatch, tmp_path):
+    monkeypatch.delenv("HPCSUITE_SITE", raising=False)
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
+    assert expected_srun_mpi("HPCSUITE_MPI_VENDOR=\"openmpi\"\n") == ("pmix", "the script was rendered for openmpi")
+    assert expected_srun_mpi("export HPCSUITE_MPI_VENDOR='mpich'\n") == ("pmi2", "the script was rendered for mpich")
+
+
+def test_the_installations_mpi_decides_last(monkeypatch, tmp_path):
+    """Without a site file or a rendered-for line: the plugin of this installation's MPI, for
+    either library (the library string stands in for an Open MPI installation)."""
+    import hpcsuite.runtime.launcher as launcher
+    monkeypatch.delenv("HPCSUITE_SITE", raising=False)
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
+    lib = "Open MPI v4.1.6, package: Open MPI Distribution"
+    monkeypatch.setattr(launcher, "mpi_library_version", lambda: lib)
+    assert expected_srun_mpi("") == ("pmix", f"this installation's MPI is {lib}")
+    lib = "MPICH Version:\t4.0.2"
+    monkeypatch.setattr(launcher, "mpi_library_version", lambda: lib)
+    assert expected_srun_mpi("") == ("pmi2", f"this installation's MPI is {lib}")
