@@ -208,14 +208,12 @@ class Model:
 
     # ------------------------------------------------------------------ persistence
     def to_json(self) -> dict:
-        """Parameters and statistics (own samples merged with what reached this rank). Local."""
-        keys = list(self.kernels) + [k for k in self.remote if k not in self.kernels]
-        rows = []
-        for k in keys:
-            s = self.merged(k) if k in self.remote else self.kernels[k]
-            rows.append({"key": _jsonable(k), "n": s.n, "mean": s.mean, "m2": s.m2})
+        """Parameters and this rank's own statistics. Local. (Not merged with the other ranks':
+        a communication kernel's time differs from rank to rank, by the waiting for partners, and
+        the merged interval is wider than one rank's; a warm job loads one rank's file on all.)"""
         return {"tolerance": self.tolerance, "confidence": self.confidence, "min_samples": self.min_samples,
-                "kernels": rows}
+                "kernels": [{"key": _jsonable(k), "n": s.n, "mean": s.mean, "m2": s.m2}
+                            for k, s in self.kernels.items()]}
 
     def save(self, path: str | os.PathLike) -> None:
         """Write the model as JSON (atomically: temporary file, then rename). Local."""
