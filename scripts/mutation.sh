@@ -55,6 +55,8 @@ deck|hpcsuite.deck.x__got__mutmut_7|the names of a list's and a table's kind are
 deck|hpcsuite.deck.x__got__mutmut_8|the same
 deck|hpcsuite.deck.x__got__mutmut_9|the same
 deck|hpcsuite.deck.x__got__mutmut_10|the same
+deck|hpcsuite.deck.x__plural__mutmut_6|replace(noun, ..., count omitted): an item's words name the noun once
+deck|hpcsuite.deck.x__plural__mutmut_18|replace(..., 2): the same
 deck|hpcsuite.deck.x__toml_value__mutmut_7|rstrip() for rstrip("\n"): the TOML string ends with its closing quote, no other whitespace
 deck|hpcsuite.deck.x__toml_value__mutmut_16|rstrip("XX\nXX") strips the same characters there
 deck|hpcsuite.deck.x__suggest__mutmut_7|get_close_matches without n=1: its best match comes first either way
@@ -64,6 +66,10 @@ deck|hpcsuite.deck.xǁIntǁwords__mutmut_11|the same
 deck|hpcsuite.deck.x_read_text__mutmut_1|"" for None as the initial err/text: both are replaced or tested for truth only
 deck|hpcsuite.deck.x_read_text__mutmut_10|encoding "UTF-8" for "utf-8": the same codec
 deck|hpcsuite.deck.x_read_text__mutmut_16|broadcast also at size 1: a one-rank broadcast returns its argument
+dist|hpcsuite.pgas.dist.xǁDimMapǁ__init____mutmut_19|b = spec.block also for BLOCKED/NONE: their block is 0, as the else branch sets
+dist|hpcsuite.pgas.dist.xǁDimMapǁowner__mutmut_18|g <= big for g < big: at g == big both branches give r
+dist|hpcsuite.pgas.dist.xǁDimMapǁowner__mutmut_35|the same, scalar
+dist|hpcsuite.pgas.dist.xǁDimMapǁsame_as__mutmut_6|'or' for 'and': differs only for an empty dimension (n = 0), where every answer places every index alike
 lint|hpcsuite.jobs.lint.x_valid_time__mutmut_13|group(2) for group(1): the days and hours groups match together or not at all
 lint|hpcsuite.jobs.lint.x_valid_time__mutmut_40|group(6, 6, 7) for (5, 6, 7): only the fields after the first are checked, and 6 and 7 are those
 lint|hpcsuite.jobs.lint.x_lint_text__mutmut_34|>= for > at the first command's own line: that line is a command, not an #SBATCH line
