@@ -174,7 +174,8 @@ def _timeseries(ts, out: Path, rho_s: float | None = None, bomex: bool = False) 
 def _timeseries_figure(ts, rho_s: float | None = None, bomex: bool = False):
     """Cloud cover, cloud heights, LWP and the surface fluxes; the fluxes in W/m^2 when the
     surface density is known (else kinematic), the friction velocity on its own axis. A BOMEX run
-    that reaches 6 h also gets the intercomparison's hours 3-6 ranges as shaded boxes."""
+    that reaches 6 h also gets the accepted hours 3-6 ranges around the DALES 3.2 reference run
+    (:data:`hpcsuite.les.cases.BOMEX_REFERENCE`) as shaded boxes."""
     from .cases import BOMEX_REFERENCE
     from .constants import CP, LV
     t = np.asarray(ts.get("time", []), dtype=float) / 3600.0
@@ -189,7 +190,11 @@ def _timeseries_figure(ts, rho_s: float | None = None, bomex: bool = False):
                                                ("wqt_s", r"$w'q_t'$ (kg/kg m/s)")])
     groups = [("cloud cover", [("cloud_cover", "cover"), ("cfrac_max", "max. cloud fraction")]),
               ("height (m)", [("cloud_base", "cloud base"), ("cloud_top", "cloud top"),
-                              ("zi", "inversion (max dthv/dz)")]
+                              ("zi", "inversion (max dthv/dz)"),
+                              # DALES modtimestat's definitions (hpcsuite.les.statistics)
+                              ("cloud_base_avg", "mean cloud base, cloudy columns"),
+                              ("cloud_top_avg", "mean cloud top, cloudy columns"),
+                              ("zi_dales", "inversion (DALES)")]
                # dry runs: also the entrainment level (in a cumulus layer it jumps between levels)
                + ([] if np.any(np.isfinite(ts.get("cloud_cover", np.nan))) else
                   [("zi_flux", "entrainment level (min w'thv')")])),
@@ -220,7 +225,7 @@ def _timeseries_figure(ts, rho_s: float | None = None, bomex: bool = False):
             if key in drawn:
                 ax, colour = drawn[key]
                 ax.fill_between([3.0, 6.0], lo, hi, color=colour, alpha=0.12, lw=0,
-                                label=None if ax in labelled else "intercomparison range, hours 3-6")
+                                label=None if ax in labelled else "DALES 3.2 reference range, hours 3-6")
                 labelled.add(ax)
     axes[3].set_ylim(bottom=min(0.0, axes[3].get_ylim()[0]))
     right = axes[3].twinx()                  # u* (m/s) is not a flux: its own axis

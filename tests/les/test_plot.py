@@ -92,7 +92,7 @@ def test_profile_legend_has_hours_1_to_6_for_a_6_hour_run():
     assert _profile_rows(short)[0] == list(range(6))
 
 
-def test_timeseries_of_a_6_hour_bomex_run_shows_the_intercomparison_ranges():
+def test_timeseries_of_a_6_hour_bomex_run_shows_the_dales_reference_ranges():
     """Shaded hours 3-6 boxes at the reference ranges, only for a BOMEX run that reaches 6 h; the
     surface fluxes in W/m^2 when the surface density is known."""
     from hpcsuite.les.cases import BOMEX_REFERENCE
@@ -100,13 +100,16 @@ def test_timeseries_of_a_6_hour_bomex_run_shows_the_intercomparison_ranges():
     t = np.arange(0.0, 6 * 3600 + 1, 600.0)
     ts = {"time": t, "cloud_cover": 0.1 + 0 * t, "cfrac_max": 0.06 + 0 * t, "cloud_base": 500 + 0 * t,
           "cloud_top": 1600 + 0 * t, "zi": 1500 + 0 * t, "lwp": 5 + 0 * t, "wthl_s": 8e-3 + 0 * t,
-          "wqt_s": 5.2e-5 + 0 * t, "ustar": 0.28 + 0 * t}
+          "wqt_s": 5.2e-5 + 0 * t, "ustar": 0.28 + 0 * t, "cloud_base_avg": 700 + 0 * t,
+          "cloud_top_avg": 800 + 0 * t, "zi_dales": 1600 + 0 * t}
 
     def boxes(fig):
         return [(c.get_label(), c.get_paths()[0].get_extents().bounds) for ax in fig.axes for c in ax.collections]
 
     got = boxes(_timeseries_figure(ts, 1.16, bomex=True))
-    assert len(got) == 6 and sum(lab == "intercomparison range, hours 3-6" for lab, _ in got) == 3
+    # one box per BOMEX_REFERENCE series drawn (all six here), the legend entry once per panel
+    assert len(got) == len(BOMEX_REFERENCE) == 6
+    assert sum(lab == "DALES 3.2 reference range, hours 3-6" for lab, _ in got) == 3
     lo, hi = BOMEX_REFERENCE["lwp"][:2]
     assert any(np.allclose(b, (3.0, lo, 3.0, hi - lo)) for _, b in got)
     assert boxes(_timeseries_figure(ts, 1.16, bomex=False)) == []
