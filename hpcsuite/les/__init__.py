@@ -1,4 +1,4 @@
-"""A DALES-style large-eddy simulation on the PGAS arrays (see ``shared/notes/les.md``).
+"""A DALES-style large-eddy simulation on the PGAS arrays (the user guide: ``docs/les.md``).
 
 Modules, one job each: ``grid`` (staggered grid, rank blocks), ``state`` (fields, step context,
 the vertical grid on the device), ``horizontal`` (slab sums and means over all ranks),

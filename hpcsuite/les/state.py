@@ -8,7 +8,7 @@ NumPy/CuPy arrays: ``ctx.fields['u']`` is ``store.arrays['u'].local_with_halo``,
 updates the array the terms read.
 
 A *term* is any callable ``term(ctx) -> None`` that adds tendencies into ``ctx.tend`` (interior
-only) or writes diagnostics into ``ctx.diag``; see the interface contract in ``shared/notes``.
+only) or writes diagnostics into ``ctx.diag``; the terms of :mod:`hpcsuite.les.model` follow that contract.
 """
 from __future__ import annotations
 

@@ -69,7 +69,8 @@ from mpi4py import MPI
 
 from .horizontal import horizontal_sums
 from .state import zgrid_of as _zgrid
-from .thermo import concat, saturation_adjust, virtual_theta
+from ..runtime.device import concat
+from .thermo import saturation_adjust, virtual_theta
 
 __all__ = ["Statistics", "CELL_PROFILES", "FACE_PROFILES", "SERIES", "zi_dales", "BLH_NSAMP"]
 
