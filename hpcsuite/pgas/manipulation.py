@@ -223,12 +223,6 @@ def matmul(a, b, out=None, **kwargs) -> DistArray:
         r = summa(a, b, out=out)
     except ValueError as exc:
         raise ValueError(str(exc).replace("matmul:", f"{func}:", 1)) from None
-    if out is None and a.device.is_gpu and not r.device.is_gpu:
-        # pgas.matmul makes its result on the host; GPU operands get a GPU result (same pattern)
-        g = empty(r.shape, r.dtype, dist=r.dist, team=r.team, grid=r.grid, device=a.device)
-        g.local[...] = a.device.asarray(r.local)
-        r.free()
-        r = g
     if out is None:
         r._auto_free = True
     return r

@@ -233,7 +233,7 @@ def matmul(A: DistArray, B: DistArray, out: DistArray | None = None, *,
             C = out
         else:
             C = DistArray((m, n), out.dtype if out is not None else ct, dist=(rspec, cspec),
-                          team=A.team, grid=grid)
+                          team=A.team, grid=grid, device=A.device)     # GPU operands: GPU result
             if out is not None:
                 temps.append(C)
         _store(C, _summa(Aw, Bw, ct, int(panel)))

@@ -113,3 +113,18 @@ def test_gpu_one_sided_access_through_host_mirror(team):
     a.update_device()                    # host mirror (with the remote puts) -> device
     assert float(a.local.sum()) == 5.0 * a.local.size
     a.free()
+
+
+@pytest.mark.mpi
+def test_gpu_summa_result_stays_on_the_device(team):
+    """pgas.matmul of GPU operands returns a GPU array (its result was made on the host before)."""
+    import cupy
+    rng = np.random.default_rng(7)
+    ra, rb = rng.standard_normal((12, 8)), rng.standard_normal((8, 10))
+    a = pgas.from_numpy(ra, dist=(pgas.BLOCKED, pgas.NONE), root=None, device="gpu")
+    b = pgas.from_numpy(rb, dist=(pgas.NONE, pgas.CYCLIC), root=None, device="gpu")
+    c = pgas.matmul(a, b)
+    assert c.device.is_gpu and isinstance(c.local, cupy.ndarray)
+    np.testing.assert_allclose(c.to_numpy(), ra @ rb, rtol=1e-12, atol=1e-12)
+    for x in (a, b, c):
+        x.free()
