@@ -78,6 +78,9 @@ lint|hpcsuite.jobs.lint.x_lint_text__mutmut_59|SBATCH for sbatch under re.I: the
 lint|hpcsuite.jobs.lint.x_lint_text__mutmut_66|the '##' test is redundant: the near-miss pattern cannot match a line starting '##'
 lint|hpcsuite.jobs.lint.x_lint_text__mutmut_135|get_close_matches without n=1: its best match comes first either way
 lint|hpcsuite.jobs.lint.x_lint_text__mutmut_137|n=2: the same
+lint|hpcsuite.jobs.lint.x__split_option__mutmut_5|split(" #") without maxsplit: element [0] is the same
+lint|hpcsuite.jobs.lint.x__split_option__mutmut_8|split(" #", 2): the same
+lint|hpcsuite.jobs.lint.x_expected_srun_mpi__mutmut_21|srun_mpi_plugin(None) finds this installation's vendor from the same library string
 lint|hpcsuite.jobs.lint.x_expected_srun_mpi__mutmut_1|a default text "XXXX" holds no assignment, like ""
 lint|hpcsuite.jobs.lint.x_lint_file__mutmut_6|encoding "UTF-8" for "utf-8": the same codec
 EOF
