@@ -258,6 +258,20 @@ def _nb_stencil7(u, out, c0, cx, cy, cz, i0, i1, j0, j1, k0, k1):  # pragma: no 
                         + cz * (zz[k + 2] + zz[k]))
 
 
+@numba.njit(fastmath=False, cache=True, inline="always")
+def stencil27_row(o, mm, m0, mp, zm, zz, zp, pm, p0, pp, n, w0, wf, we, wc):  # pragma: no cover - compiled
+    """One row of the 27-point update (numba; also used by :mod:`.temporal`, so the single sweep
+    and the blocked kernel round alike). The nine rows ``ab = u[i + a, j + b, k0 - 1:k1 + 1]``
+    (m = -1, z = 0, p = +1) start one cell early: offset c along k is index k + 1 + c; the sums
+    follow STENCIL27_OFFSETS (same rounding as the portable path). Local."""
+    for k in range(n):
+        f = m0[k + 1] + zm[k + 1] + zz[k] + zz[k + 2] + zp[k + 1] + p0[k + 1]
+        e = (mm[k + 1] + m0[k] + m0[k + 2] + mp[k + 1] + zm[k] + zm[k + 2] + zp[k] + zp[k + 2]
+             + pm[k + 1] + p0[k] + p0[k + 2] + pp[k + 1])
+        c = mm[k] + mm[k + 2] + mp[k] + mp[k + 2] + pm[k] + pm[k + 2] + pp[k] + pp[k + 2]
+        o[k] = w0 * zz[k + 1] + wf * f + we * e + wc * c
+
+
 @numba.njit(parallel=True, fastmath=False, cache=True)
 def _nb_stencil27(u, out, w0, wf, we, wc, i0, i1, j0, j1, k0, k1):  # pragma: no cover - compiled
     # rows ab = u[i + a, j + b, k0 - 1:k1 + 1] (m = -1, z = 0, p = +1); offset c along k is index
@@ -268,13 +282,7 @@ def _nb_stencil27(u, out, w0, wf, we, wc, i0, i1, j0, j1, k0, k1):  # pragma: no
             mm, m0, mp = u[i - 1, j - 1, k0 - 1:k1 + 1], u[i - 1, j, k0 - 1:k1 + 1], u[i - 1, j + 1, k0 - 1:k1 + 1]
             zm, zz, zp = u[i, j - 1, k0 - 1:k1 + 1], u[i, j, k0 - 1:k1 + 1], u[i, j + 1, k0 - 1:k1 + 1]
             pm, p0, pp = u[i + 1, j - 1, k0 - 1:k1 + 1], u[i + 1, j, k0 - 1:k1 + 1], u[i + 1, j + 1, k0 - 1:k1 + 1]
-            o = out[i, j, k0:k1]
-            for k in range(n):
-                f = m0[k + 1] + zm[k + 1] + zz[k] + zz[k + 2] + zp[k + 1] + p0[k + 1]
-                e = (mm[k + 1] + m0[k] + m0[k + 2] + mp[k + 1] + zm[k] + zm[k + 2] + zp[k] + zp[k + 2]
-                     + pm[k + 1] + p0[k] + p0[k + 2] + pp[k + 1])
-                c = mm[k] + mm[k + 2] + mp[k] + mp[k + 2] + pm[k] + pm[k + 2] + pp[k] + pp[k + 2]
-                o[k] = w0 * zz[k + 1] + wf * f + we * e + wc * c
+            stencil27_row(out[i, j, k0:k1], mm, m0, mp, zm, zz, zp, pm, p0, pp, n, w0, wf, we, wc)
 
 
 def cpu_threads(ranks_on_node: int = 1) -> int:

@@ -216,15 +216,8 @@ def _plane7(d, dp, dj, dk, a, ap, aj, ak, b, bp, bj, bk, c, cp, cj, ck,
               a[ap, j + aj, k0 + ak:k1 + ak], c[cp, j + cj, k0 + ck:k1 + ck], n, c0, cx, cy, cz)
 
 
-@_jit
-def _row27(o, mm, m0, mp, zm, zz, zp, pm, p0, pp, n, w0, wf, we, wc):  # pragma: no cover - compiled
-    # all nine rows start one cell early: offset c along k is index k + 1 + c (as kernels.stencil27)
-    for k in range(n):
-        f = m0[k + 1] + zm[k + 1] + zz[k] + zz[k + 2] + zp[k + 1] + p0[k + 1]
-        e = (mm[k + 1] + m0[k] + m0[k + 2] + mp[k + 1] + zm[k] + zm[k + 2] + zp[k] + zp[k + 2]
-             + pm[k + 1] + p0[k] + p0[k + 2] + pp[k + 1])
-        c = mm[k] + mm[k + 2] + mp[k] + mp[k + 2] + pm[k] + pm[k + 2] + pp[k] + pp[k + 2]
-        o[k] = w0 * zz[k + 1] + wf * f + we * e + wc * c
+# the 27-point row is kernels.stencil27_row (one definition for the single sweep and the blocked kernel)
+_row27 = kernels.stencil27_row
 
 
 @_jit
