@@ -77,6 +77,7 @@ def test_render_array_and_deck(tmp_path):
     (dict(app="heat3d", deck="/nonexistent/deck.toml"), "deck /nonexistent/deck.toml does not exist"),
 ])
 def test_render_rejects_bad_requests(kw, msg):
+    kw = dict(kw)                   # the parametrize dict is shared: never change it in place
     app = kw.pop("app")
     with pytest.raises(InputError, match=msg.replace("(", r"\(").replace(")", r"\)")):
         render(app, check_cluster=False, site=NO_SITE, **kw)
