@@ -265,7 +265,7 @@ class Pattern:
         nd, ts = self.ndim, self.tile_shape
         split = []
         for n, b in zip(lview.shape, ts):
-            split += [n // b, b]
+            split += [n // b if b else 0, b]       # b == 0: an empty dimension (n == 0 too)
         perm = list(range(0, 2 * nd, 2)) + list(range(1, 2 * nd, 2))
         return lview.reshape(split).transpose(perm)
 

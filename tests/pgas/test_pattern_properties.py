@@ -260,3 +260,15 @@ def test_tiled_storage_of_a_unit_without_tiles():
     assert q.tile_shape == (2, 4) and q.storage_shape(1) == (0, 1, 2, 4)
     r = Pattern((4, 0), (TILE(2), NONE), team=2)
     assert r.tile_shape == (2, 0) and r.storage_shape(0) == (1, 0, 2, 0)
+
+
+@pytest.mark.parametrize("shape", [(4, 0), (0, 4), (6, 3)])
+def test_local_storage_round_trip_with_empty_dimensions(shape):
+    """local_to_storage / storage_to_local invert each other and give storage_shape, also where a
+    NONE dimension has extent 0 (its tile extent is 0: the split divided by it before)."""
+    p = Pattern(shape, (TILE(2), NONE), team=2)
+    for u in range(2):
+        loc = np.arange(int(np.prod(p.local_shape(u))), dtype=float).reshape(p.local_shape(u))
+        st = p.local_to_storage(loc)
+        assert st.shape == p.storage_shape(u)
+        assert np.array_equal(p.storage_to_local(st), loc)
