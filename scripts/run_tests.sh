@@ -60,7 +60,8 @@ echo "=== MPI library: $HPCSUITE_MPI ($venv) ==="
 if [ "$mpi_only" = 0 ]; then
   echo "=== serial tests ==="
   t0=$SECONDS
-  timeout --kill-after=30 1200 "$py" -m pytest -m "not mpi" -p no:cacheprovider "$(junit serial)" "${paths[@]}"
+  # (the limit only guards against a hang: the stage takes about 20 min on 2 idle cores)
+  timeout --kill-after=30 1800 "$py" -m pytest -m "not mpi" -p no:cacheprovider --durations=15 "$(junit serial)" "${paths[@]}"
   rc=$?
   if stage_ok $rc; then stages+=("serial|0|"); else stages+=("serial|1|"); fi
   if stage_ok $rc; then summary+=("serial: passed ($((SECONDS - t0)) s)")
