@@ -51,11 +51,12 @@ def compile_cuda(source: str, name: str, options=(b"--fmad=false",)) -> tuple[in
 
 def _sources() -> dict:
     """The source each ``cupy.RawModule`` of the package compiles, as it compiles it."""
-    from hpcsuite.accel import kernels
+    from hpcsuite.accel import kernels, temporal
     from hpcsuite.les import gpukernels, gpusubgrid
     from hpcsuite.runtime import index_copy
     from hpcsuite.solvers import thomas
     out = {f"accel.kernels[{t}]": kernels.CUDA_SOURCE.replace("real_t", t) for t in ("double", "float")}
+    out.update({f"accel.temporal[{t}]": temporal.CUDA_STEPS_SOURCE.replace("real_t", t) for t in ("double", "float")})
     out.update({"les.gpukernels": gpukernels.CUDA_SOURCE, "les.gpusubgrid": gpusubgrid.CUDA_SOURCE,
                 "runtime.index_copy": index_copy.CUDA_SOURCE, "solvers.thomas": thomas.CUDA_SOURCE})
     return out
@@ -66,8 +67,8 @@ def test_every_raw_module_of_the_package_is_listed_here():
     root = Path(hpcsuite.__file__).parent
     sites = {str(p.relative_to(root)) for p in root.rglob("*.py")
              if re.search(r"cupy\.RawModule\(", p.read_text())}
-    assert sites == {"accel/kernels.py", "les/gpukernels.py", "les/gpusubgrid.py", "runtime/index_copy.py",
-                     "solvers/thomas.py"}, sites
+    assert sites == {"accel/kernels.py", "accel/temporal.py", "les/gpukernels.py", "les/gpusubgrid.py",
+                     "runtime/index_copy.py", "solvers/thomas.py"}, sites
 
 
 @pytest.mark.parametrize("name", sorted(_sources()))
