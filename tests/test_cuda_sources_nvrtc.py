@@ -3,7 +3,9 @@ GPU, with the same options. NVRTC needs no GPU and no driver (the ``nvidia-cuda-
 in the test extra), so a kernel written on a CPU-only machine, where the CuPy stand-in runs it
 through g++, is known to compile for the GPU before a lent GPU's minutes are spent on it: g++
 accepts C++ that NVRTC does not (``std::`` math without includes, host-only library calls)."""
+import ast
 import ctypes
+import importlib
 import re
 from pathlib import Path
 
@@ -49,26 +51,55 @@ def compile_cuda(source: str, name: str, options=(b"--fmad=false",)) -> tuple[in
     return rc, log, ptx
 
 
+def _users() -> set:
+    """The package's modules that make a ``CudaSource`` (found in the source text, not imported)."""
+    root = Path(hpcsuite.__file__).parent
+    return {".".join(p.relative_to(root.parent).with_suffix("").parts) for p in root.rglob("*.py")
+            if re.search(r"\bCudaSource\(", p.read_text()) and p.name != "cuda_modules.py"}
+
+
+def _compiles_cuda(text: str) -> bool:
+    """Whether a module calls (or imports) CuPy's CUDA compilers ``RawModule`` / ``RawKernel``."""
+    names = {"RawModule", "RawKernel"}
+    for node in ast.walk(ast.parse(text)):
+        if isinstance(node, ast.Call):
+            f = node.func
+            if (f.attr if isinstance(f, ast.Attribute) else getattr(f, "id", None)) in names:
+                return True
+        if isinstance(node, ast.ImportFrom) and any(a.name in names for a in node.names):
+            return True
+    return False
+
+
 def _sources() -> dict:
-    """The source each ``cupy.RawModule`` of the package compiles, as it compiles it."""
-    from hpcsuite.accel import kernels, temporal
-    from hpcsuite.les import gpukernels, gpusubgrid
-    from hpcsuite.runtime import index_copy
-    from hpcsuite.solvers import thomas
-    out = {f"accel.kernels[{t}]": kernels.CUDA_SOURCE.replace("real_t", t) for t in ("double", "float")}
-    out.update({f"accel.temporal[{t}]": temporal.CUDA_STEPS_SOURCE.replace("real_t", t) for t in ("double", "float")})
-    out.update({"les.gpukernels": gpukernels.CUDA_SOURCE, "les.gpusubgrid": gpusubgrid.CUDA_SOURCE,
-                "runtime.index_copy": index_copy.CUDA_SOURCE, "solvers.thomas": thomas.CUDA_SOURCE})
+    """The source each ``cupy.RawModule`` of the package compiles, as it compiles it: every
+    ``CudaSource`` registered by the modules that make one, for each of its real types."""
+    from hpcsuite.runtime import cuda_modules
+    for name in sorted(_users()):
+        importlib.import_module(name)
+    out = {}
+    for name, src in cuda_modules.SOURCES.items():
+        short = name.removeprefix("hpcsuite.")
+        for ctype, text in src.texts().items():
+            out[short if ctype is None else f"{short}[{ctype}]"] = text
     return out
 
 
-def test_every_raw_module_of_the_package_is_listed_here():
-    """A new ``RawModule`` must join the list below (one call site per module listed)."""
+def test_every_cuda_module_is_compiled_through_the_one_compiler():
+    """``RawModule`` is called in ``runtime/cuda_modules.py`` only (always ``--fmad=false``, cached),
+    and every module that makes a ``CudaSource`` registered it: a new kernel module is compiled by
+    the test below without being listed here."""
+    from hpcsuite.runtime import cuda_modules
     root = Path(hpcsuite.__file__).parent
-    sites = {str(p.relative_to(root)) for p in root.rglob("*.py")
-             if re.search(r"cupy\.RawModule\(", p.read_text())}
-    assert sites == {"accel/kernels.py", "accel/temporal.py", "les/gpukernels.py", "les/gpusubgrid.py",
-                     "runtime/index_copy.py", "solvers/thomas.py"}, sites
+    sites = {str(p.relative_to(root)) for p in root.rglob("*.py") if _compiles_cuda(p.read_text())}
+    assert sites == {"runtime/cuda_modules.py"}, sites
+    assert cuda_modules.OPTIONS == ("--fmad=false",)
+    _sources()
+    users = _users()
+    assert set(cuda_modules.SOURCES) == users, (sorted(users), sorted(cuda_modules.SOURCES))
+    # today's six kernel modules are among them (the scan cannot lose them unnoticed)
+    assert {"hpcsuite.accel.kernels", "hpcsuite.accel.temporal", "hpcsuite.les.gpukernels",
+            "hpcsuite.les.gpusubgrid", "hpcsuite.runtime.index_copy", "hpcsuite.solvers.thomas"} <= users
 
 
 @pytest.mark.parametrize("name", sorted(_sources()))
@@ -97,6 +128,14 @@ def _ptx_entries(ptx: str) -> dict:
     """``{kernel: its PTX body}``."""
     parts = re.split(r"(?=\.visible \.entry )", ptx)
     return {m.group(1): p for p in parts if (m := re.match(r"\.visible \.entry (\w+)\(", p))}
+
+
+def test_the_compiler_scan_can_fail():
+    """The scan above sees a compiler called or imported under any spelling."""
+    assert _compiles_cuda("import cupy\nm = cupy.RawModule(code=s)")
+    assert _compiles_cuda("from cupy import RawKernel as K")
+    assert _compiles_cuda("import cupy as cp\nk = cp.RawKernel(s, 'k')")
+    assert not _compiles_cuda('"""compiled by ``cupy.RawModule``"""\nx = 1')
 
 
 def test_fma_check_can_fail():

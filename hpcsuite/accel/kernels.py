@@ -23,7 +23,8 @@ array type when ``impl`` is not given:
     ``InputError`` naming the extra.
 ``"cupy"`` (backend ``"gpu"``, CuPy arrays)
     A CUDA kernel (:data:`CUDA_SOURCE`, compiled by NVRTC through ``cupy.RawModule`` with
-    ``--fmad=false`` so that it rounds like the CPU). CuPy is imported only on this path.
+    ``--fmad=false`` so that it rounds like the CPU: ``runtime.cuda_modules``). CuPy is imported
+    only on this path.
 ``"portable"`` (backend ``"strict"``, any array API namespace, also NumPy on request)
     Slicing expressions; the reference for the other two.
 
@@ -49,6 +50,7 @@ from typing import Sequence
 import numpy as np
 
 from ..runtime import optional
+from ..runtime.cuda_modules import CudaSource
 from .backend import Backend
 
 __all__ = ["stencil7", "stencil27", "IMPLS", "STENCIL27_OFFSETS", "normalize_region", "resolve_impl",
@@ -353,15 +355,7 @@ extern "C" __global__ void hpc_stencil27(const real_t* __restrict__ u, real_t* _
 """
 
 CUDA_BLOCK = (32, 8, 1)      # threads along k, j, i
-_CTYPES = {"float64": "double", "float32": "float"}
-
-
-@functools.lru_cache(maxsize=None)
-def _cuda_module(dtype_name: str):
-    """The compiled kernels for one dtype (NVRTC; CuPy also caches the binary on disk)."""
-    import cupy
-    return cupy.RawModule(code=CUDA_SOURCE.replace("real_t", _CTYPES[dtype_name]),
-                          options=("--fmad=false",))
+_CUDA = CudaSource(__name__, CUDA_SOURCE, real_types=("double", "float"))
 
 
 def cuda_launch_config(shape, region) -> tuple[tuple[int, int, int], tuple[int, int, int], tuple]:
@@ -383,7 +377,7 @@ def cuda_launch_config(shape, region) -> tuple[tuple[int, int, int], tuple[int, 
 def _launch_cuda(name: str, u, out, coeffs, reg, kernel=None) -> None:
     """Launch kernel ``name`` (``kernel`` replaces the compiled one, for emulation in tests)."""
     if kernel is None:
-        kernel = _cuda_module(u.dtype.name).get_function(name)
+        kernel = _CUDA.function(name, u.dtype)
     grid, block, idx = cuda_launch_config(tuple(u.shape), reg)
     t = u.dtype.type                  # scalars must match the kernel's real_t exactly
     kernel(grid, block, (u, out, *(t(c) for c in coeffs), *idx))

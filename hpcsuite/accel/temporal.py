@@ -42,11 +42,11 @@ functions are local.
 """
 from __future__ import annotations
 
-import functools
 from typing import Sequence
 
 import numpy as np
 
+from ..runtime.cuda_modules import CudaSource
 from . import kernels
 from .backend import Backend
 
@@ -408,6 +408,7 @@ extern "C" __global__ void hpc_steps27(const real_t* __restrict__ u, real_t* __r
                        + L(1, -1, -1) + L(1, -1, 1) + L(1, 1, -1) + L(1, 1, 1)))
 }
 """
+_CUDA = CudaSource(__name__, CUDA_STEPS_SOURCE, real_types=("double", "float"))
 
 
 def cuda_steps_launch(shape, regs) -> tuple[tuple[int, int, int], tuple[int, int, int], tuple, np.ndarray]:
@@ -432,7 +433,7 @@ def _cuda_steps(kind: int, u, out, coeffs, regs, kernel=None) -> None:
     t = u.dtype.type
     name = f"hpc_steps{kind}"
     if kernel is None:
-        kernel = _cuda_steps_module(u.dtype.name).get_function(name)
+        kernel = _CUDA.function(name, u.dtype)
     chunks = [regs[a:a + CUDA_MAX_STEPS] for a in range(0, len(regs), CUDA_MAX_STEPS)]
     src = u
     scratch = None
@@ -444,9 +445,3 @@ def _cuda_steps(kind: int, u, out, coeffs, regs, kernel=None) -> None:
         kernel(grid, block, (src, dst, *(t(c) for c in coeffs), *idx, cupy.asarray(reg), np.int32(len(chunk))))
         src = dst
 
-
-@functools.lru_cache(maxsize=None)
-def _cuda_steps_module(dtype_name: str):
-    import cupy
-    ctype = {"float64": "double", "float32": "float"}[dtype_name]
-    return cupy.RawModule(code=CUDA_STEPS_SOURCE.replace("real_t", ctype), options=("--fmad=false",))

@@ -39,10 +39,9 @@ everywhere). All functions here are local.
 """
 from __future__ import annotations
 
-import functools
-
 import numpy as np
 
+from ..runtime.cuda_modules import CudaSource
 from .constants import CP, EP, EP2, LV, RD, RV
 from .gpubase import AddressTables, launch_over_fields, register_module, usable
 
@@ -457,15 +456,12 @@ extern "C" __global__ void les_subtract_gradient(double* __restrict__ tu, double
 """
 
 
-@functools.lru_cache(maxsize=None)
+_CUDA = CudaSource(__name__, CUDA_SOURCE)
+_kernel = _CUDA.function        # kernels looked up once: launches on small grids are overhead
+
+
 def _module():
-    import cupy
-    return cupy.RawModule(code=CUDA_SOURCE, options=("--fmad=false",))
-
-
-@functools.lru_cache(maxsize=None)
-def _kernel(name: str):
-    return _module().get_function(name)       # looked up once: launches on small grids are overhead
+    return _CUDA.module()
 
 
 register_module("gpukernels", lambda: _module())      # (looked up at call time: tests replace it)

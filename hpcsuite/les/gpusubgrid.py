@@ -22,6 +22,7 @@ import functools
 
 import numpy as np
 
+from ..runtime.cuda_modules import CudaSource
 from .gpubase import AddressTables, launch_over_fields, register_module
 
 __all__ = ["face_diffusivities", "scalar_diffusion", "scalar_diffusion_many", "edges", "strain2", "tke_closure",
@@ -315,15 +316,12 @@ extern "C" __global__ void sg_momentum_diffusion(const double* __restrict__ u, c
 BLOCK = (32, 8, 1)      # threads along k, j, i
 
 
-@functools.lru_cache(maxsize=None)
+_CUDA = CudaSource(__name__, CUDA_SOURCE)
+_function = _CUDA.function
+
+
 def _module():
-    import cupy
-    return cupy.RawModule(code=CUDA_SOURCE, options=("--fmad=false",))
-
-
-@functools.lru_cache(maxsize=None)
-def _function(name: str):
-    return _module().get_function(name)
+    return _CUDA.module()
 
 
 register_module("gpusubgrid", lambda: _module())      # (checked by gpubase.usable, with gpukernels' module)

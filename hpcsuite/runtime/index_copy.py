@@ -11,9 +11,8 @@ fields of a model): the kernel reads the arrays' device addresses from a table.
 """
 from __future__ import annotations
 
-import functools
-
 from . import optional
+from .cuda_modules import CudaSource
 
 __all__ = ["ManyCopy", "copy_within", "copy_within_many"]
 
@@ -50,10 +49,7 @@ extern "C" __global__ void hpc_copy_within_many64(const long long* __restrict__ 
 BLOCK = 256
 
 
-@functools.lru_cache(maxsize=None)
-def _function(name: str):
-    import cupy
-    return cupy.RawModule(code=CUDA_SOURCE, options=("--fmad=false",)).get_function(name)
+_function = CudaSource(__name__, CUDA_SOURCE).function
 
 
 def _compiled() -> bool:

@@ -11,11 +11,10 @@ CuPy stand-in of ``tests/fakegpu`` runs the kernel compiled for the CPU). Local.
 """
 from __future__ import annotations
 
-import functools
-
 import numpy as np
 
 from ..runtime import optional
+from ..runtime.cuda_modules import CudaSource
 
 __all__ = ["USE_CUDA", "usable", "thomas_columns"]
 
@@ -53,10 +52,11 @@ extern "C" __global__ void thomas_columns(double* __restrict__ f, const double* 
 """
 
 
-@functools.lru_cache(maxsize=None)
+_CUDA = CudaSource(__name__, CUDA_SOURCE)
+
+
 def _kernel():
-    import cupy
-    return cupy.RawModule(code=CUDA_SOURCE, options=("--fmad=false",)).get_function("thomas_columns")
+    return _CUDA.function("thomas_columns")
 
 
 def usable(f, *factors) -> bool:
