@@ -1,0 +1,370 @@
+"""tune.execution's accounting, decisions and messages, fast enough to run once per mutant (issue
+21 item 5): kernels of known duration (sleeps: a lower bound on their time) and models that know a
+kernel with a mean far from its real time, so that a charged mean and a measured time can be told
+apart. Every test runs at any rank count (1-4); the references are the program's own effects
+(buffers, calls, received data) and the documented invariants of the path (the predicted time is
+at least the computation and the communication along it and at most their sum; one rank's path is
+exactly their sum)."""
+import math
+import re
+import time
+
+import numpy as np
+import pytest
+from mpi4py import MPI
+
+from hpcsuite.runtime import comm_hooks, compute, compute_hooks
+from hpcsuite.tune import MODES, Abandoned, Execution, ExecutionResult, Model, run_full
+
+NAP = 0.002               # seconds a "nap" kernel sleeps (a lower bound on its measured time)
+CHARGE = 0.02             # mean of a kernel the model knows (10x a nap: charged, not measured)
+# Upper slack on a predicted or charged time: the Python glue between kernels is well under a
+# millisecond on an idle core; on the shared 2-core machine (load 8-20) a 2 ms sleep took up to
+# 20 ms, so the bounds leave 0.1 s per run.
+SLACK = 0.1
+
+
+def _seed(model, key, mean=CHARGE, n=3):
+    for _ in range(n):
+        model.stats(key).add(mean)
+
+
+def _nap(calls, value=None):
+    def fn(*args):
+        time.sleep(NAP)
+        calls.append(1)
+        return value
+    return fn
+
+
+def _path_invariants(r, team):
+    assert max(r.computation, r.communication) <= r.predicted * (1 + 1e-12)
+    assert r.predicted <= (r.computation + r.communication) * (1 + 1e-12)
+    if team.size == 1:                # one rank: the path is exactly computation + communication
+        assert r.predicted == pytest.approx(r.computation + r.communication, rel=1e-9)
+
+
+def test_modes_flags_and_an_empty_result():
+    with pytest.raises(ValueError, match="^" + re.escape("mode must be one of profile, selective, skeleton, got 'fast'") + "$"):
+        Execution(Model(), "fast")
+    assert MODES == ("profile", "selective", "skeleton")
+    m = Model()
+    ex = Execution(m)
+    assert (ex.mode, ex.comm, ex.abandon_above, ex.share) == ("selective", MPI.COMM_WORLD, None, True)
+    assert ex.path == [0.0] * 5 and ex.result == ExecutionResult("selective")
+    assert Execution(m, "skeleton").share is False                 # nothing is shared in skeleton runs
+    assert Execution(m, "profile", share=0).share is False
+    assert Execution(m, "profile", share="yes").share is True
+    comm = MPI.COMM_SELF
+    assert Execution(m, "profile", comm=comm, abandon_above=2.5).comm is comm
+    r = ExecutionResult("profile")
+    assert (r.predicted, r.computation, r.communication, r.executed, r.skipped, r.wall) == (0.0,) * 6
+    assert r.numerically_valid is True and r.counts == {} and (r.shared, r.shared_bytes) == (0, 0)
+    assert r.skipped_fraction == 0.0
+    r.executed, r.skipped = 3, 1
+    assert r.skipped_fraction == 0.25
+    e = Abandoned(1.23456789, 0.5)
+    assert (e.predicted, e.bound) == (1.23456789, 0.5)
+    assert str(e) == "predicted time 1.235 s already exceeds the bound 0.5 s"
+
+
+@pytest.mark.mpi
+def test_profile_runs_and_times_everything(team):
+    model = Model()
+    calls = []
+    buf, buf2 = np.ones(4), np.arange(3.0) if team.rank == 0 else np.zeros(3)
+    t0 = time.perf_counter()
+    with Execution(model, "profile") as ex:
+        assert model.origin == MPI.COMM_WORLD.Get_rank()          # sharing: snapshots keyed by rank
+        outs = [compute("nap", (2,), _nap(calls, value=i), buf) for i in range(3)]
+        for _ in range(3):
+            team.Allreduce(MPI.IN_PLACE, buf, op=MPI.SUM)
+        total = team.allreduce(1)
+        team.Wait(team.Ibcast(buf2))
+        team.barrier()
+    outside = time.perf_counter() - t0
+    r = ex.result
+    assert outs == [0, 1, 2] and calls == [1, 1, 1]
+    assert np.all(buf == team.size ** 3) and total == team.size and np.array_equal(buf2, np.arange(3.0))
+    assert r.counts == {"nap": [3, 0], "Allreduce": [3, 0], "allreduce": [1, 0], "Ibcast": [1, 0],
+                        "Wait": [1, 0], "Barrier": [1, 0]}
+    assert (r.executed, r.skipped, r.skipped_fraction) == (10, 0, 0.0) and r.numerically_valid
+    nap = model.kernels[("comp", "nap", (2,))]
+    assert nap.n == 3 and nap.mean >= NAP and nap.skipped == 0
+    assert model.kernels[("comm", "Allreduce", team.size, 32)].n == 3
+    assert model.kernels[("comm", "Wait", team.size, 0)].n == 1
+    assert model.kernels[("comm", "Ibcast", team.size, 24)].n == 1
+    assert r.computation >= 3 * NAP and r.communication > 0
+    _path_invariants(r, team)
+    assert r.predicted <= r.wall <= outside
+    if team.size == 1:
+        assert r.predicted >= 0.9 * sum(s.n * s.mean for s in model.kernels.values())
+    assert team.allgather((r.predicted, r.wall, r.computation)) == [(r.predicted, r.wall, r.computation)] * team.size
+    # the hooks are gone after the run
+    assert comm_hooks.current_interceptor() is None and compute_hooks.current_compute_interceptor() is None
+
+
+@pytest.mark.mpi
+def test_selective_skips_steady_kernels_and_charges_their_means(team):
+    model = Model(tolerance=0.1, confidence=0.9, min_samples=3)
+    nap, red = ("comp", "nap", (2,)), ("comm", "Allreduce", team.size, 32)
+    _seed(model, nap)
+    _seed(model, red, CHARGE / 2)
+    _seed(model, ("comm", "allreduce", team.size, 0), 1.0)     # object collectives are never skipped
+    _seed(model, ("comm", "Wait", team.size, 0), 1.0)          # nor local completions
+    calls = []
+    buf = np.ones(4)
+    with Execution(model, "selective", share=False) as ex:
+        assert model.origin is None
+        first = compute("nap", (2,), _nap(calls, value="ran"), buf)
+        second = compute("nap", (2,), _nap(calls, value="ran"), 7)
+        compute("nap", (2,), _nap(calls, value="ran"))
+        for _ in range(3):
+            team.Allreduce(MPI.IN_PLACE, buf, op=MPI.SUM)
+        total = team.allreduce(1)
+        team.Wait(None)
+        new = compute("fresh", (1,), _nap(calls, value="new"))      # unknown: executed
+    r = ex.result
+    assert first is buf and second is None and new == "new" and calls == [1]
+    assert np.all(buf == 1.0) and total == team.size
+    assert r.counts == {"nap": [0, 3], "Allreduce": [0, 3], "allreduce": [1, 0], "Wait": [1, 0], "fresh": [1, 0]}
+    assert (r.executed, r.skipped) == (3, 6) and r.skipped_fraction == 6 / 9
+    assert not r.numerically_valid
+    assert model.kernels[nap].moments == (3, CHARGE, 0.0) and model.kernels[nap].skipped == 3
+    assert model.kernels[red].n == 3 and model.kernels[red].skipped == 3
+    assert model.kernels[("comm", "allreduce", team.size, 0)].n == 4
+    assert 3 * CHARGE + NAP <= r.computation <= 3 * CHARGE + NAP + SLACK
+    assert 3 * CHARGE / 2 <= r.communication <= 3 * CHARGE / 2 + 2.0 + SLACK    # + the two timed ones
+    _path_invariants(r, team)
+    assert r.wall < r.predicted                       # the skipped kernels did not take their time
+    assert r.shared == 0 and r.shared_bytes == 0
+
+
+@pytest.mark.mpi
+def test_selective_decides_once_per_kernel_until_its_statistics_change(team):
+    """A kernel not yet steady runs until its own samples are; from then on it is skipped."""
+    model = Model(tolerance=0.5, confidence=0.5, min_samples=3)
+    calls = []
+    with Execution(model, "selective", share=False) as ex:
+        for _ in range(6):
+            compute("nap", (1,), _nap(calls))
+    assert ex.result.counts["nap"] == [3, 3] and len(calls) == 3
+    assert model.kernels[("comp", "nap", (1,))].n == 3
+
+
+@pytest.mark.mpi
+def test_skeleton_runs_nothing_and_charges_nothing(team):
+    model = Model()
+    _seed(model, ("comp", "nap", (1,)), 1.0)
+    calls = []
+    buf = np.ones(4)
+    with Execution(model, "skeleton") as ex:
+        compute("nap", (1,), _nap(calls))
+        compute("other", (1,), _nap(calls))
+        team.Allreduce(MPI.IN_PLACE, buf, op=MPI.SUM)
+    r = ex.result
+    assert calls == [] and np.all(buf == 1.0) and model.origin is None
+    assert r.counts == {"nap": [0, 1], "other": [0, 1], "Allreduce": [0, 1]} and r.executed == 0
+    assert r.predicted < 0.5 and not r.numerically_valid and r.shared == 0
+    assert model.kernels[("comp", "nap", (1,))].n == 3 and ("comp", "other", (1,)) not in model.kernels
+
+
+@pytest.mark.mpi
+def test_reset_runs_only_after_a_skip_and_is_not_charged(team):
+    model = Model(tolerance=0.1, confidence=0.9, min_samples=3)
+    resets = []
+
+    def reset():
+        time.sleep(0.15)
+        resets.append(1)
+
+    with Execution(model, "profile") as ex:
+        compute("scale", (1,), _nap([]))
+        compute("potrf", (1,), _nap([]), reset=reset)
+    assert resets == [] and ex.result.numerically_valid
+    model.kernels.clear()
+    _seed(model, ("comp", "scale", (1,)), 1e-4)
+    t0 = time.perf_counter()
+    with Execution(model, "selective") as ex:
+        compute("potrf", (1,), _nap([]), reset=reset)          # nothing skipped yet: no reset
+        compute("scale", (1,), _nap([]))
+        compute("potrf", (1,), _nap([]), reset=reset)
+    assert resets == [1] and time.perf_counter() - t0 >= 0.15
+    assert ex.result.predicted < 0.15                            # the reset's time is not on the path
+    assert ex.result.predicted >= 2 * NAP + 1e-4
+
+
+@pytest.mark.mpi
+def test_abandon_marks_the_path_and_skips_the_rest(team):
+    bound = 0.01
+    calls = []
+    with pytest.raises(Abandoned) as info:
+        with Execution(Model(), "profile", abandon_above=bound) as ex:
+            for _ in range(12):
+                compute("nap", (1,), _nap(calls))
+                team.Allreduce(MPI.IN_PLACE, np.zeros(1), op=MPI.SUM)
+    r = ex.result
+    assert info.value.bound == bound and info.value.predicted == r.predicted
+    assert str(info.value) == f"predicted time {r.predicted:.4g} s already exceeds the bound {bound:.4g} s"
+    # every rank stops within a step of its own crossing (5 naps >= 10 ms) and charges nothing after
+    assert 1 <= len(calls) <= 5
+    assert bound < r.predicted < bound + SLACK
+    assert r.counts["nap"][1] >= 12 - 6 and r.counts["Allreduce"][1] >= 12 - 6
+    assert team.allgather(r.counts["Allreduce"]) == [r.counts["Allreduce"]] * team.size
+    # below the bound nothing happens
+    with Execution(Model(), "profile", abandon_above=100.0) as ok:
+        compute("nap", (1,), _nap(calls))
+    assert ok.result.counts == {"nap": [1, 0]}
+
+
+@pytest.mark.mpi
+def test_an_error_in_the_program_leaves_no_hook_and_no_collective(team):
+    with pytest.raises(KeyError, match="boom"):
+        with Execution(Model(), "profile") as ex:
+            compute("nap", (1,), _nap([]))
+            raise KeyError("boom")
+    assert comm_hooks.current_interceptor() is None and compute_hooks.current_compute_interceptor() is None
+    assert ex.result.predicted == 0.0                     # the exit's allreduce did not run
+    assert compute("x", (1,), lambda: 5) == 5             # kernels run plainly again
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("periodic", [True, False])
+def test_sendrecv_profile_and_selective(team, periodic):
+    grid = team.grid(1, periods=periodic)
+    src, dst = grid.shift(0, 1)
+    sends, receives = int(dst != MPI.PROC_NULL), int(src != MPI.PROC_NULL)
+    out, inn = np.full(4, float(team.rank)), np.full(4, -1.0)
+    key = ("comm", "Sendrecv", 2, out.nbytes, sends, receives)
+    model = Model(tolerance=0.1, confidence=0.9, min_samples=3)
+    with Execution(model, "profile") as prof:
+        grid.Sendrecv(out, dst, inn, src)
+    assert np.all(inn == (float(src) if receives else -1.0))
+    assert prof.result.counts == {"Sendrecv": [1, 0]} and model.kernels[key].n == 1
+    _path_invariants(prof.result, team)
+    model.kernels.clear()
+    _seed(model, key)
+    inn[:] = -2.0
+    with Execution(model, "selective") as sel:
+        grid.Sendrecv(out, dst, inn, src)
+    assert np.all(inn == -2.0)                             # every rank steady: nothing moved
+    if sends or receives:
+        assert sel.result.counts == {"Sendrecv": [0, 1]} and model.kernels[key].skipped == 1
+        assert CHARGE <= sel.result.communication <= CHARGE + SLACK and not sel.result.numerically_valid
+    else:                         # nothing to send or receive (one rank, no wrap-around): it "runs"
+        assert sel.result.counts == {"Sendrecv": [1, 0]} and model.kernels[key].n == 4
+        assert sel.result.communication < CHARGE and sel.result.numerically_valid
+    _path_invariants(sel.result, team)
+    grid.free()
+
+
+@pytest.mark.mpi
+def test_sendrecv_half_skipped_is_timed_but_not_a_sample(team):
+    """A ring where even ranks are steady: a rank runs the halves its own and its source's words
+    allow; a half-run transfer is counted as executed but adds no sample."""
+    grid = team.grid(1, periods=True)
+    src, dst = grid.shift(0, 1)
+    out, inn = np.full(4, float(team.rank)), np.full(4, -1.0)
+    key = ("comm", "Sendrecv", 2, out.nbytes, 1, 1)
+    model = Model(tolerance=0.1, confidence=0.9, min_samples=3)
+    mine, theirs = team.rank % 2 == 0, src % 2 == 0
+    if mine:
+        _seed(model, key)
+    with Execution(model, "selective", share=False) as ex:
+        grid.Sendrecv(out, dst, inn, src)
+    assert np.all(inn == (-1.0 if theirs else float(src)))
+    n = model.kernels[key].n if key in model.kernels else 0
+    if mine and theirs:
+        assert ex.result.counts["Sendrecv"] == [0, 1] and n == 3
+    elif not mine and not theirs:
+        assert ex.result.counts["Sendrecv"] == [1, 0] and n == 1
+    else:
+        assert ex.result.counts["Sendrecv"] == [1, 0] and n == (3 if mine else 0)
+        assert not ex.result.numerically_valid
+    grid.free()
+
+
+def _ring_exchange(team, values):
+    """A neighbourhood exchange through the hook, as a PGAS halo update makes it: receive a value
+    from both ring neighbours and send ours to both (one message per request peer), started, then
+    completed."""
+    left, right = (team.rank - 1) % team.size, (team.rank + 1) % team.size
+    request_peers = [left, right, left, right]            # two receives, then two sends
+    got = {}
+
+    def start(peers=None):
+        use = sorted(set(request_peers)) if peers is None else peers
+        reqs = []
+        for q in use:
+            got[q] = np.full(1, -1.0)
+            reqs.append(team.comm.Irecv(got[q], q, 7))
+        for q in use:
+            reqs.append(team.comm.Isend(values, q, 7))
+        return reqs
+
+    started = comm_hooks.observed(team, "Halo", 16, start, request_peers)
+    comm_hooks.observed(team, "Halo_wait", 16, MPI.Request.Waitall, started)
+    return got, ("comm", "Halo", len(set(request_peers)), 2, 16)
+
+
+@pytest.mark.mpi
+def test_neighbourhood_exchange_profile_and_selective(team):
+    mine = np.full(1, float(team.rank))
+    model = Model(tolerance=0.1, confidence=0.9, min_samples=3)
+    with Execution(model, "profile") as prof:
+        got, key = _ring_exchange(team, mine)
+    assert {q: float(v[0]) for q, v in got.items()} == {q: float(q) for q in got}
+    assert prof.result.counts == {"Halo": [1, 0]} and model.kernels[key].n == 1
+    assert prof.result.communication > 0 and prof.result.numerically_valid
+    model.kernels.clear()
+    _seed(model, key)
+    with Execution(model, "selective") as sel:
+        got, _ = _ring_exchange(team, mine)
+    assert got == {}                                        # started with no peer at all
+    assert sel.result.counts == {"Halo": [0, 1]} and model.kernels[key].skipped == 1
+    assert CHARGE <= sel.result.communication <= CHARGE + SLACK and not sel.result.numerically_valid
+    # only rank 0 steady: every exchange runs (a pair skips only when both ends are steady)
+    if team.size > 1:
+        model.kernels.clear()
+        if team.rank == 0:
+            _seed(model, key)
+        with Execution(model, "selective", share=False) as part:
+            got, _ = _ring_exchange(team, mine)
+        assert {q: float(v[0]) for q, v in got.items()} == {q: float(q) for q in got} and got
+        assert part.result.counts == {"Halo": [1, 0]}
+        assert model.kernels[key].n == (4 if team.rank == 0 else 1)
+
+
+@pytest.mark.mpi
+def test_statistics_are_shared_only_when_asked(team):
+    def prog():
+        for _ in range(4):
+            compute("nap", (1,), _nap([]))
+            team.Allreduce(MPI.IN_PLACE, np.zeros(2), op=MPI.SUM)
+
+    shared = Model(min_samples=2)
+    with Execution(shared, "profile") as ex:
+        prog()
+    assert shared.origin == MPI.COMM_WORLD.Get_rank()
+    assert ex.result.shared >= 1 and ex.result.shared_bytes > 0
+    quiet = Model(min_samples=2)
+    with Execution(quiet, "profile", share=False) as ex2:
+        prog()
+    assert quiet.origin is None and (ex2.result.shared, ex2.result.shared_bytes) == (0, 0)
+    if team.size > 1:
+        # every rank has learned every other rank's own samples of the kernel, exactly
+        key = ("comp", "nap", (1,))
+        mine = shared.snapshot(shared.origin, key)
+        everyone = team.allgather((team.rank, mine))
+        for r, snap in everyone:
+            if r != team.rank:
+                assert shared.remote[key][r] == snap
+        assert quiet.remote == {}
+
+
+@pytest.mark.mpi
+def test_run_full_is_the_slowest_rank_time(team):
+    t = run_full(lambda: time.sleep(0.01 * (team.rank + 1)))
+    assert 0.01 * team.size <= t <= 0.01 * team.size + SLACK
+    assert team.allgather(t) == [t] * team.size
+    assert run_full(lambda: None, comm=team.comm) < SLACK
