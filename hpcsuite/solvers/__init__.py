@@ -7,6 +7,8 @@
 * :mod:`.lobpcg`: :func:`lobpcg`, distributed LOBPCG for a few extreme eigenpairs.
 * :mod:`.krylov`: :func:`cg`, :func:`minres`, :func:`gmres` (restarted) with Jacobi, Chebyshev
   polynomial and user preconditioners.
+* :mod:`.poisson`: :class:`PoissonSolver`, Poisson/Helmholtz on boxes (periodic, Neumann, Dirichlet
+  per axis) by fast transforms in x and y and a tridiagonal solve in z (the LES's pressure solver).
 """
 from .stencil import DEPTH_CANDIDATES, KINDS, StencilSolver, StencilStats, heat_coeffs
 
@@ -19,3 +21,6 @@ __all__ += ["DistCSR", "lobpcg", "LobpcgResult", "RowOperator"]
 from .krylov import Chebyshev, Jacobi, KrylovResult, cg, estimate_bounds, gmres, minres  # noqa: E402
 
 __all__ += ["cg", "minres", "gmres", "KrylovResult", "Jacobi", "Chebyshev", "estimate_bounds"]
+from .poisson import PoissonSolver  # noqa: E402
+
+__all__ += ["PoissonSolver"]
