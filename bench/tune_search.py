@@ -1,7 +1,10 @@
 """Autotuning side by side: exhaustive full runs, hpcsuite's selective search (grid, racing, warm
 model) and Optuna (TPE sampler with successive-halving pruning), in one MPI run.
 
-For the distributed Cholesky (or CholeskyQR2) configuration space of ``inputs/tune_*.toml`` it
+For the distributed Cholesky (or CholeskyQR2, or ``summa``: the plain mpi4py + NumPy SUMMA of
+``examples/10_tune_plain_mpi4py.py``, tuned through ``tune.intercept_world()`` and ``tune.blas()``
+with no change to its body; panel width and process grid) configuration space of
+``inputs/tune_*.toml`` it
 
 1. runs every configuration fully ``--iterations`` times (at least ``--truth-repeats``), round-robin
    over the configurations, each timed run right after an untimed one of the same configuration:
@@ -29,6 +32,7 @@ matrices are built once per configuration before anything is timed.
 
     mpiexec -n 2 .venv/bin/python bench/tune_search.py                 # cholesky, n = 1536
     mpiexec -n 4 .venv/bin/python bench/tune_search.py --target cholqr --m 65536 --n 256 --grids 4x1 2x2 1x4
+    mpiexec -n 2 .venv/bin/python bench/tune_search.py --target summa --n 2048 --panels 32 64 128 256
 
 Optuna is optional (``pip install optuna``); without it that row is skipped with a note.
 Timings on shared 2-core machines are noisy: a busy machine makes kernel times unsteady, which
@@ -51,9 +55,10 @@ from mpi4py import MPI  # noqa: E402
 from hpcsuite.runtime import Team  # noqa: E402
 from hpcsuite.tune import Autotuner, Model, Space  # noqa: E402
 from hpcsuite.tune.execution import run_full  # noqa: E402
-from hpcsuite.tune.targets import TARGETS  # noqa: E402
+from hpcsuite.tune.targets import TARGETS, ProgramTarget  # noqa: E402
 
 COMM = MPI.COMM_WORLD
+EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "10_tune_plain_mpi4py.py"
 
 
 def key(cfg: dict) -> str:
@@ -67,6 +72,10 @@ def say(*a) -> None:
 
 def space_for(args) -> dict:
     grids = ["auto"] if not args.grids else [tuple(int(x) for x in g.split("x")) for g in args.grids]
+    if args.target == "summa":                 # the example's grids: every factorisation of the ranks
+        size = COMM.Get_size()
+        grids = grids if args.grids else [(p, size // p) for p in range(1, size + 1) if size % p == 0]
+        return {"panel": args.panels, "grid": grids}
     if args.target == "cholesky":
         return {"block": args.blocks, "grid": grids, "variant": ["bcast", "ring"], "lookahead": [0, 1]}
     return {"panel": args.panels, "grid": grids}
@@ -163,7 +172,7 @@ def optuna_search(space, programs, args, truth, true_best):
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--target", choices=tuple(TARGETS), default="cholesky")
+    ap.add_argument("--target", choices=("cholesky", "cholqr", "summa"), default="cholesky")
     ap.add_argument("--n", type=int, default=1536)
     ap.add_argument("--m", type=int, default=65536, help="rows (cholqr)")
     ap.add_argument("--blocks", type=int, nargs="+", default=[32, 64, 128, 256])
@@ -185,8 +194,11 @@ def main() -> None:
     args = ap.parse_args()
 
     team = Team.world()
-    problem = {"n": args.n} if args.target == "cholesky" else {"m": args.m, "n": args.n}
-    target = TARGETS[args.target](team, **problem)
+    problem = {"n": args.n} if args.target in ("cholesky", "summa") else {"m": args.m, "n": args.n}
+    if args.target == "summa":
+        target = ProgramTarget(team, EXAMPLE, "summa", "inputs", problem)
+    else:
+        target = TARGETS[args.target](team, **problem)
     params = space_for(args)
     space = Space(params)
     configs = space.grid()
@@ -222,6 +234,9 @@ def main() -> None:
         wall = res.tuning_wall_time_s + extra_wall
         rows.append((name, wall, t_exhaustive / wall, t_one / wall, err, res.best_config, within,
                      res.skipped_fraction))
+        if res.best_breakdown:
+            say(f"# {name}: chosen configuration's predicted critical path: " +
+                ", ".join(f"{k} {v:.4g} s" for k, v in res.best_breakdown.items()))
         if args.detail:
             say(f"# {name}: configuration, true s per run, predicted s, signed error, kernels run/skipped")
             for r in res.results:
@@ -293,7 +308,8 @@ def main() -> None:
                                         "speedup": r[2], "speedup_one_run": r[3], "pred_err": r[4],
                                         "chosen": r[5], "within": r[6], "skipped": r[7]}, default=str) + "\n")
     for s in states.values():
-        s.free()
+        if hasattr(s, "free"):
+            s.free()
 
 
 if __name__ == "__main__":

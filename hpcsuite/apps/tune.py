@@ -4,23 +4,48 @@ Searches a space of configurations of a target (``cholesky``: block size, proces
 broadcast variant, lookahead; ``cholqr``: panel width, process grid), predicting each
 configuration's time from a *selective* run that skips kernels whose time is already known to the
 requested confidence. Prints a table and the best configuration; writes a JSON report (and a plot
-when matplotlib is installed). With ``compare_full`` every configuration is also run fully, so the
-report says how good the predictions were.
+when matplotlib is installed) with each configuration's predicted time split into computation,
+communication and idle on the critical path. With ``compare_full`` every configuration is also run
+fully, so the report says how good the predictions were.
+
+Target ``program`` is a user's own plain mpi4py code: a function in a Python file (``[program]``
+``file`` and ``function``, relative to the deck), called with the configuration's parameters
+(``[program.space]``, any names) and fixed arguments (``[program.args]``) as keyword arguments,
+after an optional ``prepare`` function built its inputs; it is tuned inside
+``tune.intercept_world()`` and ``tune.blas()``, so its body needs no change
+(``inputs/tune_plain_mpi4py.toml`` tunes ``examples/10_tune_plain_mpi4py.py``).
 
 Run: ``mpiexec -n 4 hpcsuite tune inputs/tune_cholesky.toml [--json FILE] [--compare-full]``
 """
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
+from pathlib import Path
 
 from hpcsuite import deck as dk
 from hpcsuite.runtime.waiting import polite
 from hpcsuite.tune import STRATEGIES, Autotuner, Model, Space, plot_report, write_report
 from hpcsuite.tune.execution import MODES
-from hpcsuite.tune.targets import TARGETS
+from hpcsuite.tune.targets import TARGETS, ProgramTarget, load_program
 
 NAME = "tune"
-SUMMARY = "autotune distributed Cholesky / CholeskyQR2 with statistical execution-path pruning"
+SUMMARY = "autotune distributed Cholesky / CholeskyQR2 / your own mpi4py code with statistical execution-path pruning"
+
+
+@dataclass
+class _TableOf(dk.Field):
+    """A TOML table ``{name: value}`` (names free); ``lists``: every value a non-empty list."""
+
+    lists: bool = False
+
+    def convert(self, v):
+        if not isinstance(v, dict):
+            raise ValueError(f"must be a table {{name = value, ...}}, got {v!r}")
+        for k, x in v.items():
+            if self.lists and (not isinstance(x, list) or not x):
+                raise ValueError(f"{k} must be a non-empty list of values, got {x!r}")
+        return dict(v)
 
 SCHEMA = dk.Schema({
     "app": {"name": dk.Str(help="the application: tune")},
@@ -47,7 +72,7 @@ SCHEMA = dk.Schema({
         "plot": dk.Str(default="", help="PNG plot of predicted (and measured) times"),
     },
     "problem": {
-        "n": dk.Int(min=1, help="matrix order (cholesky) or number of columns (cholqr)"),
+        "n": dk.Int(default=0, min=0, help="matrix order (cholesky) or number of columns (cholqr)"),
         "m": dk.Int(default=0, min=0, help="number of rows (cholqr)"),
     },
     "space": {
@@ -58,10 +83,27 @@ SCHEMA = dk.Schema({
         "variant": dk.AnyList(default=["bcast"], what="strings", help='cholesky panel broadcast: "bcast", "ring"'),
         "lookahead": dk.IntList(default=[0], min=0, max=1, help="cholesky lookahead depth"),
     },
-}, doc={"tune": "the search", "problem": "the matrix", "space": "the configurations to consider"})
+    "program": {
+        "file": dk.Str(default="", help="target program: the Python file (relative to the deck)"),
+        "function": dk.Str(default="run", help="target program: the function to tune"),
+        "prepare": dk.Str(default="", help="target program: a function building its inputs once per "
+                                           "configuration (returns a dict of keyword arguments)"),
+        "args": _TableOf(default={}, help="target program: fixed keyword arguments"),
+        "space": _TableOf(default={}, lists=True, help="target program: {parameter = [values...]}"),
+    },
+}, doc={"tune": "the search", "problem": "the matrix", "space": "the configurations to consider",
+        "program": "target program: your own mpi4py code"})
+
+
+def _program_file(deck) -> Path:
+    f = Path(deck.program.file).expanduser()
+    return f if f.is_absolute() else Path(deck.path).resolve().parent / f
+
 
 
 def _space_params(deck) -> dict:
+    if deck.tune.target == "program":
+        return {k: list(v) for k, v in deck.program.space.items()}
     target = TARGETS[deck.tune.target]
     sp = deck.space
     params = {}
@@ -77,6 +119,14 @@ def _space_params(deck) -> dict:
 def check(deck, team) -> None:
     t = deck.tune
     target = TARGETS[t.target]
+    if t.target == "program":
+        _check_program(deck)
+        if t.strategy == "random" and t.samples < 1:
+            raise deck.fail("tune", "samples", "must be >= 1 for the random strategy")
+        return
+    if deck.program.file or deck.program.space:
+        raise deck.fail("program", "file" if deck.program.file else "space",
+                        f"is for target \"program\", not {t.target!r}")
     for key in target.problem_keys:
         if not deck.problem[key]:
             raise deck.fail("problem", key, f"is required for target {t.target!r}")
@@ -100,6 +150,36 @@ def check(deck, team) -> None:
         raise deck.fail("tune", "samples", "must be >= 1 for the random strategy")
 
 
+def _check_program(deck) -> None:
+    pr = deck.program
+    if not pr.file:
+        raise deck.fail("program", "file", 'is required for target "program"')
+    if not pr.space:
+        raise deck.fail("program", "space", 'needs at least one parameter with values for target "program"')
+    used = [k for k in ("block", "panel") if deck.space[k]]
+    if used:
+        raise deck.fail("space", used[0], 'is not for target "program": its parameters go in [program.space]')
+    clash = sorted(set(pr.space) & set(pr.args))
+    if clash:
+        raise deck.fail("program", "args", f"and [program.space] both set {clash[0]!r}")
+    try:
+        Space(_space_params(deck))
+    except ValueError as exc:
+        raise deck.fail("program", "space", str(exc)) from None
+    for key in ("function", "prepare"):
+        if not pr[key]:
+            continue
+        try:
+            load_program(_program_file(deck), pr[key])
+        except FileNotFoundError as exc:
+            raise deck.fail("program", "file", f"{pr.file!r}: {exc}") from None
+        except ValueError as exc:
+            raise deck.fail("program", key, str(exc)) from None
+        except Exception as exc:          # noqa: BLE001 - the user's file failed to import
+            raise deck.fail("program", "file", f"{pr.file!r} cannot be imported: {type(exc).__name__}: "
+                                               f"{exc}".splitlines()[0]) from None
+
+
 def _percent(fraction) -> str:
     """``0.034`` -> ``"3.4%"``; a figure the run could not measure (``None``) says so instead of 0.0%."""
     return "unknown" if fraction is None else f"{100 * fraction:.1f}%"
@@ -118,7 +198,11 @@ def run(deck, ctx) -> int:
     t = deck.tune
     compare = t.compare_full or ctx.extra.get("compare_full", False)
     report = ctx.extra.get("json") or t.report
-    target = TARGETS[t.target](team, **{k: deck.problem[k] for k in TARGETS[t.target].problem_keys})
+    if t.target == "program":
+        pr = deck.program
+        target = ProgramTarget(team, _program_file(deck), pr.function, pr.prepare, pr.args)
+    else:
+        target = TARGETS[t.target](team, **{k: deck.problem[k] for k in TARGETS[t.target].problem_keys})
     model = Model.load(t.model, tolerance=t.tolerance, confidence=t.confidence, min_samples=t.min_samples) \
         if t.model else None
     space = Space(_space_params(deck))
@@ -140,7 +224,8 @@ def run(deck, ctx) -> int:
         if not tuner.configs:
             log.result(f"shard {k}/{count}: no configuration to evaluate")
             return 0
-    log.info(f"tuning {t.target} ({', '.join(f'{k}={v}' for k, v in deck.problem.items() if v)}) over "
+    problem = deck.program.args if t.target == "program" else {k: v for k, v in deck.problem.items() if v}
+    log.info(f"tuning {t.target} ({', '.join(f'{k}={v}' for k, v in problem.items())}) over "
              f"{len(tuner.configs)} configurations on {team.size} rank(s), strategy {t.strategy}, "
              f"mode {t.mode}, {t.iterations} run(s) each, tolerance {t.tolerance}, confidence {t.confidence}")
     if polite():
@@ -165,6 +250,11 @@ def run(deck, ctx) -> int:
                     f"prediction error {_percent(res.mean_relative_prediction_error)}, true best "
                     f"{res.true_best_config}, chosen is {_percent(res.best_within)} slower than it")
     log.result(summary)
+    if res.best_breakdown:
+        b = res.best_breakdown
+        log.info("best configuration's predicted critical path: " +
+                 ", ".join(f"{p} {b[p]:.4g} s ({100 * b[p] / max(res.best_predicted_time, 1e-300):.0f}%)"
+                           for p in ("computation", "communication", "idle")))
     if team.rank == 0:
         if report:
             write_report(res, report)

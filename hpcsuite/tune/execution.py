@@ -46,6 +46,21 @@ many MB) then reads as the kernel's zero page, faster than after a real receive;
 reuse large receive buffers (``linalg.cholqr`` does), or their predictions come out low. Object (pickle)
 collectives such as ``team.allreduce(x)`` are never skipped because their results steer control
 flow; only buffer collectives and point-to-point transfers are.
+
+A kernel called inside another (a patched ``numpy.dot`` inside an ``@kernel`` function, a
+:class:`~hpcsuite.runtime.Team` over a communicator that ``tune.intercept`` made visible) is part of
+the outer kernel: it runs as a plain call, and so do the execution's own messages. A computation
+kernel may say what a skipped call returns (``fn.skipped_result()``, e.g. zeros of the result's
+shape and dtype for a NumPy/SciPy call, :mod:`hpcsuite.tune.blas`) and whether it can be skipped
+yet (``fn.skippable``); otherwise a skipped kernel returns its first argument.
+
+Path breakdown: besides the merged path, each rank keeps its own computation and communication
+time; the rest of its path is the time it waited for later partners (a merge that moved its path
+forward). The breakdown of the predicted time is that of the rank whose path is the longest at
+the end (the critical path's last rank): computation, communication and idle (synchronisation),
+which add up to the predicted time. This is the reference tool's per-process decomposition
+(computation, communication, idle) evaluated on the rank that ends the critical path: idle there
+is the part of the critical path spent waiting for work on other ranks.
 """
 from __future__ import annotations
 
@@ -105,6 +120,10 @@ class ExecutionResult:
     counts: dict = field(default_factory=dict)
     shared: int = 0                   # statistics messages this rank sent along the path
     shared_bytes: int = 0
+    # the predicted time split on the critical path's last rank (see the module notes):
+    # {"computation": s, "communication": s, "idle": s}, adding up to ``predicted``
+    breakdown: dict = field(default_factory=dict)
+    critical_rank: int = 0
 
     @property
     def skipped_fraction(self) -> float:
@@ -150,6 +169,8 @@ class Execution:
         self._last = 0.0
         self._stack = []
         self._halo_pending: dict = {}  # halo exchanges started and not yet waited for
+        self._own = [0.0, 0.0]         # this rank's own computation and communication time
+        self._busy = False             # inside an intercepted kernel: nested calls run plainly
 
     # ------------------------------------------------------------------ context
     def __enter__(self) -> "Execution":
@@ -168,12 +189,19 @@ class Execution:
         if exc_type is not None:
             return
         self._glue()
-        buf = np.array([*self.path[:3], float(self._skipped_any), self.path[4], time.perf_counter() - self._t0])
-        self.comm.Allreduce(MPI.IN_PLACE, buf, op=MPI.MAX)
+        mine = np.array([*self.path[:3], float(self._skipped_any), self.path[4], time.perf_counter() - self._t0,
+                         *self._own])
+        every = np.empty((self.comm.Get_size(), mine.size))
+        self.comm.Allgather(mine, every)
+        buf = every.max(axis=0)
         r = self.result
         r.predicted, r.computation, r.communication = (float(x) for x in buf[:3])
         r.wall = float(buf[5])
         r.numerically_valid = not buf[3]
+        crit = int(np.argmax(every[:, 0]))           # the first rank with the longest path
+        total, comp, comm = (float(x) for x in every[crit, [0, 6, 7]])
+        r.critical_rank = crit
+        r.breakdown = {"computation": comp, "communication": comm, "idle": max(total - comp - comm, 0.0)}
         if buf[4]:
             raise Abandoned(r.predicted, self.abandon_above)
 
@@ -183,6 +211,7 @@ class Execution:
         dt = now - self._last
         self.path[0] += dt
         self.path[1] += dt
+        self._own[0] += dt
         self._last = now
 
     def _count(self, key, skipped: bool) -> None:
@@ -233,24 +262,48 @@ class Execution:
 
     # ------------------------------------------------------------------ computation kernels
     def _on_compute(self, name, key, flops, reset, fn, args, kwargs):
+        if self._busy:                       # inside another kernel: part of it
+            return fn(*args, **kwargs)
         self._glue()
         k = ("comp", name, key)
-        if self._steady(k):
+        if self._steady(k) and getattr(fn, "skippable", True):
             t = self._charge(k, comm=False)
-            res = args[0] if args and hasattr(args[0], "shape") else None
+            make = getattr(fn, "skipped_result", None)
+            res = make() if make is not None else args[0] if args and hasattr(args[0], "shape") else None
+        elif self.mode == "skeleton":        # cannot be skipped yet: runs, untimed, no sample
+            self._busy = True
+            try:
+                res = fn(*args, **kwargs)
+            finally:
+                self._busy = False
+            t = self._charge(k, comm=False)
         else:
             if reset is not None and (self._skipped_any or self.path[3]):
                 reset()                      # stale inputs after skips: make them well-conditioned
                 self._last = time.perf_counter()    # the reset is not charged to the path
-            res, t = self._timed(k, fn, args, kwargs)
+            self._busy = True
+            try:
+                res, t = self._timed(k, fn, args, kwargs)
+            finally:
+                self._busy = False
         self.path[0] += t
         self.path[1] += t
+        self._own[0] += t
         self._check_bound()
         self._last = time.perf_counter()
         return res
 
     # ------------------------------------------------------------------ communication kernels
     def _on_comm(self, team, name, nbytes, fn, args, kwargs):
+        if self._busy:                       # inside another kernel, or this execution's own messages
+            return fn(*args, **kwargs)
+        self._busy = True
+        try:
+            return self._comm_kernel(team, name, nbytes, fn, args, kwargs)
+        finally:
+            self._busy = False
+
+    def _comm_kernel(self, team, name, nbytes, fn, args, kwargs):
         self._glue()
         if name == "Sendrecv":
             return self._on_sendrecv(team, nbytes, fn, args, kwargs)
@@ -280,6 +333,7 @@ class Execution:
                 res, t = self._timed(k, fn, args, kwargs)
         self.path[0] += t
         self.path[2] += t
+        self._own[1] += t
         self._last = time.perf_counter()
         return res
 
@@ -329,6 +383,7 @@ class Execution:
             self._count(k, False)
         self.path[0] += t
         self.path[2] += t
+        self._own[1] += t
         self._last = time.perf_counter()
         return None
 
@@ -367,6 +422,7 @@ class Execution:
         self._halo_pending[id(started)] = (k, t, state)
         self.path[0] += t
         self.path[2] += t
+        self._own[1] += t
         self._last = time.perf_counter()
         return started
 
@@ -385,6 +441,7 @@ class Execution:
             self._count(k, False)
         self.path[0] += t
         self.path[2] += t
+        self._own[1] += t
         self._last = time.perf_counter()
 
     # ------------------------------------------------------------------ statistics along the path

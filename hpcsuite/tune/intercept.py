@@ -1,22 +1,31 @@
 """Tuning a plain mpi4py code: a communicator proxy whose calls the tuner sees.
 
-``intercept(comm)`` returns an object with the methods of the mpi4py communicator ``comm``; the
-communication calls among them go through :func:`hpcsuite.runtime.comm_hooks.observed`, the same
-observation point as every :class:`~hpcsuite.runtime.Team` call, so that inside an
-:class:`~hpcsuite.tune.Execution` they are timed, carry the execution path and the kernel
-statistics, and (buffer collectives, ``Sendrecv``) may be skipped. Outside an execution a call costs
-one extra Python call. Communicators derived from the proxy (``Dup``, ``Split``, ``Create_cart``,
-``Sub``, ...) are proxies too. A user's code takes the communicator as an argument and runs
-unchanged::
+``intercept(comm)`` returns a communicator on the same MPI handle as ``comm``, of a subclass of
+``comm``'s own class (``Intracomm``, ``Cartcomm``, ...; so ``isinstance`` checks and calls that take
+a communicator, such as ``MPI.Win.Create`` or h5py's ``comm=``, work with it), whose communication
+methods go through :func:`hpcsuite.runtime.comm_hooks.observed`, the same observation point as
+every :class:`~hpcsuite.runtime.Team` call: inside an :class:`~hpcsuite.tune.Execution` they are
+timed, carry the execution path and the kernel statistics, and (buffer collectives, ``Sendrecv``)
+may be skipped. Outside an execution a call costs one extra Python call. Communicators derived
+from it (``Dup``, ``Split``, ``Create_cart``, ``Sub``, ...) are intercepted too. A user's code
+that takes the communicator as an argument runs unchanged::
 
     from hpcsuite import tune
     comm = tune.intercept(MPI.COMM_WORLD)
-    with tune.Execution(model, "selective", comm=MPI.COMM_WORLD):
+    with tune.Execution(model, "selective"):
         jacobi(comm, ...)                 # the user's own mpi4py code
 
+and code that reads ``MPI.COMM_WORLD`` itself runs unchanged inside :func:`intercept_world`,
+which makes ``mpi4py.MPI.COMM_WORLD`` such a communicator until the context exits (code that bound
+``COMM_WORLD`` to another name before, e.g. ``from mpi4py.MPI import COMM_WORLD`` at import time,
+keeps the plain one)::
+
+    with tune.intercept_world(), tune.blas(), tune.Execution(model, "selective"):
+        summa(...)                        # reads MPI.COMM_WORLD, splits it, calls np.dot
+
 Computation is seen where the code marks it (``hpcsuite.runtime.compute`` or the ``kernel``
-decorator); NumPy calls that are not marked count as the time between kernels (charged, never
-skipped).
+decorator) and, inside :func:`hpcsuite.tune.blas`, in NumPy/SciPy BLAS and LAPACK calls; other
+NumPy calls count as the time between kernels (charged, never skipped).
 
 Limits (what carries the path and what may be skipped):
 
@@ -36,11 +45,13 @@ Limits (what carries the path and what may be skipped):
 """
 from __future__ import annotations
 
+import contextlib
+
 from mpi4py import MPI
 
-from ..runtime.comm_hooks import observed
+from ..runtime.comm_hooks import current_interceptor, observed
 
-__all__ = ["intercept", "InterceptedComm"]
+__all__ = ["intercept", "intercept_world", "InterceptedComm"]
 
 # methods passed through the observation point (everything else is the communicator's own)
 _COMM = {"Barrier", "Bcast", "Allreduce", "Allgather", "Allgatherv", "Alltoall", "Alltoallv",
@@ -53,8 +64,11 @@ _COMM = {"Barrier", "Bcast", "Allreduce", "Allgather", "Allgatherv", "Alltoall",
          "Send", "Ssend", "Bsend", "Rsend", "Recv", "Isend", "Issend", "Irecv", "Mrecv",
          "send", "ssend", "recv", "isend", "issend", "irecv", "sendrecv", "Sendrecv_replace"}
 # methods that return a derived communicator
-_DERIVED = {"Dup", "Split", "Split_type", "Create", "Create_group", "Create_cart", "Create_graph",
-            "Create_dist_graph", "Create_dist_graph_adjacent", "Sub", "Clone", "Idup"}
+_DERIVED = {"Dup", "Dup_with_info", "Split", "Split_type", "Create", "Create_group", "Create_cart",
+            "Create_graph", "Create_dist_graph", "Create_dist_graph_adjacent", "Sub", "Clone", "Idup",
+            "Merge", "Create_intercomm"}
+# the receive buffer is the second argument (the first may be MPI.IN_PLACE)
+_SECOND = {"Allreduce", "Reduce", "Allgather", "Allgatherv", "Gather", "Gatherv"}
 
 
 def _nbytes(x) -> int:
@@ -66,59 +80,103 @@ def _nbytes(x) -> int:
 
 
 class InterceptedComm:
-    """A proxy of an mpi4py communicator (see the module notes). Local to construct.
+    """The base of every intercepted communicator (see the module notes): ``isinstance(c,
+    InterceptedComm)`` tells one. Made by :func:`intercept`, not directly.
 
-    Attributes ``comm`` (the communicator itself) and ``size`` are what the tuner reads; every
-    other attribute is the communicator's.
+    ``comm`` is a plain communicator object on the same handle (what the tuner's own messages
+    use); every attribute not listed in the module notes is the communicator's own.
     """
 
     def __init__(self, comm):
-        if isinstance(comm, InterceptedComm):
-            comm = comm.comm
-        if not isinstance(comm, MPI.Comm):
-            raise TypeError(f"intercept: expected an mpi4py communicator, got {type(comm).__name__}")
         self.comm = comm
-        self.size = comm.Get_size()
-
-    def __getattr__(self, name):
-        attr = getattr(self.comm, name)
-        if name in _DERIVED:
-            def derived(*args, **kwargs):
-                out = attr(*args, **kwargs)
-                return InterceptedComm(out) if isinstance(out, MPI.Comm) and out != MPI.COMM_NULL else out
-            return derived
-        if name not in _COMM:
-            return attr
-
-        def call(*args, **kwargs):
-            nb = _nbytes(args[1] if name in ("Allreduce", "Reduce", "Allgather", "Allgatherv", "Gather",
-                                               "Gatherv") and len(args) > 1 else args[0] if args else None)
-            out = observed(self, name, nb, attr, *args, **kwargs)
-            if out is None and name[0] == "I":
-                return MPI.REQUEST_NULL          # a skipped non-blocking call: nothing to wait for
-            return out
-        return call
 
     def Sendrecv(self, sendbuf, dest, sendtag=0, recvbuf=None, source=MPI.ANY_SOURCE, recvtag=MPI.ANY_TAG,
                  status=None):
         """``MPI.Comm.Sendrecv``; with explicit ``dest`` and ``source`` the path travels with it."""
+        if current_interceptor() is None:
+            return self.comm.Sendrecv(sendbuf, dest, sendtag, recvbuf, source, recvtag, status)
         if source == MPI.ANY_SOURCE or status is not None or recvbuf is None:
             return observed(self, "Sendrecv_any", _nbytes(sendbuf), self.comm.Sendrecv, sendbuf, dest, sendtag,
                             recvbuf, source, recvtag, status)
         return observed(self, "Sendrecv", _nbytes(sendbuf), self.comm.Sendrecv, sendbuf, dest, sendtag,
                         recvbuf, source, recvtag)
 
-    def __eq__(self, other):
-        return self.comm == (other.comm if isinstance(other, InterceptedComm) else other)
-
-    def __hash__(self):
-        return hash(self.comm)
-
     def __repr__(self) -> str:
         return f"intercept({self.comm!r})"
 
 
+def _observed_method(name: str):
+    second = name in _SECOND
+
+    def method(self, *args, **kwargs):
+        fn = getattr(self.comm, name)
+        if current_interceptor() is None:
+            return fn(*args, **kwargs)
+        buf = args[1] if second and len(args) > 1 else args[0] if args else \
+            kwargs.get("recvbuf" if second else "sendbuf", kwargs.get("buf"))
+        out = observed(self, name, _nbytes(buf), fn, *args, **kwargs)
+        if out is None and name[0] == "I":
+            return MPI.REQUEST_NULL          # a skipped non-blocking call: nothing to wait for
+        return out
+    method.__name__ = method.__qualname__ = name
+    method.__doc__ = f"``MPI.Comm.{name}``, seen by the tuner."
+    return method
+
+
+def _derived_method(name: str):
+    def method(self, *args, **kwargs):
+        out = getattr(self.comm, name)(*args, **kwargs)
+        if isinstance(out, tuple):                         # Idup: (communicator, request)
+            return (_wrap(out[0]), *out[1:])
+        return _wrap(out)
+    method.__name__ = method.__qualname__ = name
+    method.__doc__ = f"``MPI.Comm.{name}``; the new communicator is intercepted too."
+    return method
+
+
+for _name in _COMM:
+    setattr(InterceptedComm, _name, _observed_method(_name))
+for _name in _DERIVED:
+    setattr(InterceptedComm, _name, _derived_method(_name))
+
+_CLASSES: dict = {}
+
+
+def _wrap(comm):
+    if not isinstance(comm, MPI.Comm) or isinstance(comm, InterceptedComm) or comm == MPI.COMM_NULL:
+        return comm
+    base = type(comm)
+    cls = _CLASSES.get(base)
+    if cls is None:
+        cls = _CLASSES[base] = type(f"Intercepted{base.__name__}", (InterceptedComm, base),
+                                    {"__module__": __name__, "__doc__": InterceptedComm.__doc__})
+    return cls(comm)
+
+
 def intercept(comm) -> InterceptedComm:
     """The communicator ``comm`` with its communication visible to the tuner (see the module
-    notes for what carries the path). Local."""
-    return InterceptedComm(comm)
+    notes for what carries the path); ``comm`` itself if it is intercepted already. Local.
+
+    Raises ``TypeError`` when ``comm`` is not an mpi4py communicator."""
+    if not isinstance(comm, MPI.Comm):
+        raise TypeError(f"intercept: expected an mpi4py communicator, got {type(comm).__name__}")
+    if comm == MPI.COMM_NULL:
+        raise ValueError("intercept: got MPI.COMM_NULL")
+    return _wrap(comm)
+
+
+@contextlib.contextmanager
+def intercept_world():
+    """A context in which ``mpi4py.MPI.COMM_WORLD`` is :func:`intercept` ``(MPI.COMM_WORLD)`` (and
+    so every communicator derived from it), so that a plain mpi4py code is tuned with no change to
+    its body; the plain one is restored when it exits. Local (no communication); nested contexts
+    keep the outer one. Yields the intercepted world communicator."""
+    world = MPI.COMM_WORLD
+    if isinstance(world, InterceptedComm):
+        yield world
+        return
+    MPI.COMM_WORLD = seen = intercept(world)
+    try:
+        yield seen
+    finally:
+        MPI.COMM_WORLD = world

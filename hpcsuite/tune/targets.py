@@ -5,15 +5,29 @@ once per configuration (:meth:`Target.prepare`, outside the timed program) and h
 configuration (:meth:`Target.run`). The input matrices are generated from closed-form formulas on
 every rank's own blocks (no communication, no file), so every run of a configuration sees the same
 data.
+
+:class:`ProgramTarget` is a user's own program, a function in a Python file written with plain
+mpi4py and NumPy: its parameters are whatever the user names, and when it runs under the tuner
+(inside an :class:`~hpcsuite.tune.Execution`) it runs inside :func:`~hpcsuite.tune.intercept_world`
+and :func:`~hpcsuite.tune.blas`, so its body needs no change; a full run is the plain program.
 """
 from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
 
 import numpy as np
 
 from .. import pgas
 from ..runtime import Team
+from ..runtime.comm_hooks import current_interceptor
+from ..runtime.compute_hooks import current_compute_interceptor
+from .blas import blas
+from .intercept import intercept_world
 
-__all__ = ["TARGETS", "Target", "CholeskyTarget", "CholQRTarget", "spd_matrix", "tall_matrix"]
+__all__ = ["TARGETS", "Target", "CholeskyTarget", "CholQRTarget", "ProgramTarget", "load_program", "spd_matrix",
+           "tall_matrix"]
 
 
 def _grid(value):
@@ -118,4 +132,63 @@ class CholQRTarget(Target):
         q.free()
 
 
-TARGETS = {t.name: t for t in (CholeskyTarget, CholQRTarget)}
+def load_program(file, function: str, prepare: str = ""):
+    """``(function, prepare or None)`` from the Python file ``file`` (imported under a name of its
+    own; code under ``if __name__ == "__main__":`` does not run). Local.
+
+    Raises ``FileNotFoundError`` / ``ValueError`` naming the file or the missing function."""
+    path = Path(file)
+    if not path.is_file():
+        raise FileNotFoundError(f"program file {file} does not exist")
+    name = f"hpcsuite_program_{abs(hash(str(path.resolve())))}"
+    module = sys.modules.get(name)
+    if module is None:
+        spec = importlib.util.spec_from_file_location(name, path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        sys.modules[name] = module
+    out = []
+    for what in (function, prepare):
+        if not what:
+            out.append(None)
+            continue
+        fn = getattr(module, what, None)
+        if not callable(fn):
+            raise ValueError(f"program file {file} has no function {what!r}")
+        out.append(fn)
+    return out[0], out[1]
+
+
+class ProgramTarget(Target):
+    """A plain mpi4py program: ``function(**args, **config, **prepared)`` from a Python file, where
+    ``prepared`` is what ``prepare(**args, **config)`` returns (a dict, built once per
+    configuration outside the timed program; no ``prepare``: nothing). Its parameters are the
+    configuration's names; it reads ``MPI.COMM_WORLD`` (or communicators split from it) itself."""
+
+    name = "program"
+    params: dict = {}
+    problem_keys = ()
+
+    def __init__(self, team: Team, file, function: str = "run", prepare: str = "", args: dict | None = None):
+        super().__init__(team)
+        self.fn, self.prep = load_program(file, function, prepare)
+        self.args = dict(args or {})
+
+    def prepare(self, cfg: dict):
+        if self.prep is None:
+            return {}
+        state = self.prep(**self.args, **cfg)
+        if not isinstance(state, dict):
+            raise ValueError(f"prepare must return a dict of keyword arguments, got {type(state).__name__}")
+        return state
+
+    def run(self, cfg: dict, state) -> None:
+        kwargs = {**self.args, **cfg, **(state or {})}
+        if current_interceptor() is None and current_compute_interceptor() is None:
+            self.fn(**kwargs)                 # a full run: the program as it is
+            return
+        with intercept_world(), blas():
+            self.fn(**kwargs)
+
+
+TARGETS = {t.name: t for t in (CholeskyTarget, CholQRTarget, ProgramTarget)}

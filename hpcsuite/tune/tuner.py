@@ -34,6 +34,12 @@ The predicted time of a configuration is the median over its runs of the predict
 (robust to first-run costs such as page faults), as the full comparison keeps the median of
 ``iterations`` runs without interception.
 
+Path breakdown: each configuration's ``breakdown`` splits its predicted time into computation,
+communication and idle (synchronisation) on the critical path's last rank (see
+:mod:`hpcsuite.tune.execution`), from the run whose prediction is the median (the mean of the
+two middle runs' breakdowns for an even count), so the parts add up to ``predicted_time``; the
+chosen configuration's is ``TuningResult.best_breakdown``. The plot stacks the three parts.
+
 Kernel statistics persist across configurations (later ones skip kernels that earlier ones made
 steady) and can be saved to / loaded from a model file. A configuration whose run raises is
 recorded as invalid with the reason, and the search goes on. With ``compare_full`` every valid
@@ -134,6 +140,7 @@ class ConfigResult:
     runs: list = field(default_factory=list)        # predicted time of each run of the search
     remeasured: list = field(default_factory=list)  # finalists: the interleaved runs after it
     full_runs: list = field(default_factory=list)   # compare_full: each full run's time
+    breakdown: dict = field(default_factory=dict)   # computation / communication / idle of the prediction
 
 
 @dataclass
@@ -152,6 +159,7 @@ class TuningResult:
     best_within: float | None = None          # measured(best) / measured(true best) - 1
     full_one_run_s: float | None = None       # one full run of every configuration (median run)
     calibration: float | None = None          # warm model rescaled by this factor
+    best_breakdown: dict | None = None        # the chosen configuration's predicted path, split
     finalists: list = field(default_factory=list)
     skipped_fraction: float = 0.0
     tolerance: float = 0.0
@@ -197,6 +205,19 @@ def _cfg_str(cfg: dict) -> str:
 
 def _f(x) -> str:
     return "-" if x is None else f"{x:.4g}"
+
+
+PARTS = ("computation", "communication", "idle")
+
+
+def median_breakdown(times: list, breakdowns: list) -> dict:
+    """The breakdown that goes with ``statistics.median(times)``: the median run's, or the mean
+    of the two middle runs' for an even count (its parts then add up to the median). Local."""
+    if not times or len(breakdowns) != len(times) or not all(breakdowns):
+        return {}
+    order = sorted(range(len(times)), key=lambda i: times[i])
+    mid = order[(len(order) - 1) // 2: len(order) // 2 + 1]
+    return {p: statistics.fmean(breakdowns[i][p] for i in mid) for p in PARTS}
 
 
 class Autotuner:
@@ -296,7 +317,7 @@ class Autotuner:
     def _evaluate(self, cfg: dict, incumbent: ConfigResult | None) -> ConfigResult:
         t0 = time.perf_counter()
         err = None
-        predicted, executed, skipped = [], 0, 0
+        predicted, executed, skipped, parts = [], 0, 0, []
         bound = self._bound(incumbent)
         try:
             program = self._program(cfg)
@@ -312,6 +333,7 @@ class Autotuner:
                 finally:
                     executed, skipped = executed + ex.result.executed, skipped + ex.result.skipped
                 predicted.append(ex.result.predicted)
+                parts.append(ex.result.breakdown)
                 p = self._slower(predicted, incumbent)     # the same on every rank: merged paths
                 if p is not None:
                     err = ("abandoned", f"slower than the best by more than the tolerance: Welch p = "
@@ -329,7 +351,8 @@ class Autotuner:
             return ConfigResult(cfg, first[0], reason=first[1].splitlines()[0][:200], tuning_time=dt,
                                 executed=executed, skipped=skipped, runs=predicted)
         return ConfigResult(cfg, "ok", predicted_time=statistics.median(predicted), executed=executed,
-                            skipped=skipped, tuning_time=dt, runs=predicted)
+                            skipped=skipped, tuning_time=dt, runs=predicted,
+                            breakdown=median_breakdown(predicted, parts))
 
     # ------------------------------------------------------------------ statistics of the choice
     @staticmethod
@@ -424,6 +447,7 @@ class Autotuner:
     def _remeasure(self, finalists: list) -> None:
         """Run every finalist ``remeasure`` more times, round-robin after one untimed round; their
         predictions become the medians of these runs. Collective."""
+        parts = {id(r): [] for r in finalists}
         for rnd in range(self.remeasure + 1):
             for r in finalists:
                 ex = Execution(self.model, self.mode, self.comm, share=self.share)
@@ -435,9 +459,11 @@ class Autotuner:
                     continue
                 if rnd:
                     r.remeasured.append(ex.result.predicted)
+                    parts[id(r)].append(ex.result.breakdown)
         for r in finalists:
             if r.remeasured:
                 r.predicted_time = statistics.median(r.remeasured)
+                r.breakdown = median_breakdown(r.remeasured, parts[id(r)])
             self._release(r.config)
 
     def _calibrate(self) -> float | None:
@@ -514,6 +540,7 @@ class Autotuner:
         if ok:
             chosen = min(ok, key=lambda r: r.predicted_time)
             res.best_config, res.best_predicted_time = chosen.config, chosen.predicted_time
+            res.best_breakdown = chosen.breakdown or None
         total = self.comm.allreduce(time.perf_counter() - t0, op=MPI.MAX)
         res.tuning_wall_time_s = total - full_time
         executed = self.comm.allreduce(sum(r.executed for r in res.results))
@@ -574,7 +601,9 @@ def write_report(res: TuningResult, path: str | os.PathLike) -> None:
 
 
 def plot_report(res: TuningResult, path: str | os.PathLike) -> bool:
-    """Bar chart of predicted (and measured) time per configuration; ``False`` without matplotlib."""
+    """Bar chart of predicted (and measured) time per configuration, the predicted bars split into
+    computation, communication and idle on the critical path where the breakdown is known;
+    ``False`` without matplotlib. Local."""
     try:
         import matplotlib
         matplotlib.use("Agg")
@@ -585,7 +614,14 @@ def plot_report(res: TuningResult, path: str | os.PathLike) -> bool:
     labels = [_cfg_str(r.config) for r in rows]
     x = range(len(rows))
     fig, ax = plt.subplots(figsize=(max(6, 0.5 * len(rows) + 2), 4.5))
-    ax.bar([i - 0.2 for i in x], [r.predicted_time or 0 for r in rows], 0.4, label="predicted (selective)")
+    if all(r.breakdown or r.predicted_time is None for r in rows):
+        bottom = [0.0] * len(rows)
+        for part in PARTS:
+            h = [(r.breakdown or {}).get(part, 0.0) for r in rows]
+            ax.bar([i - 0.2 for i in x], h, 0.4, bottom=bottom, label=f"predicted: {part}")
+            bottom = [b + v for b, v in zip(bottom, h)]
+    else:
+        ax.bar([i - 0.2 for i in x], [r.predicted_time or 0 for r in rows], 0.4, label="predicted (selective)")
     if any(r.measured_time for r in rows):
         ax.bar([i + 0.2 for i in x], [r.measured_time or 0 for r in rows], 0.4, label="measured (full)")
     ax.set_xticks(list(x), labels, rotation=60, ha="right", fontsize=7)
