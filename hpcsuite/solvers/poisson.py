@@ -55,8 +55,8 @@ import numpy as np
 from ..runtime import InputError, Team, agree
 from . import r2r, thomas
 
-__all__ = ["PoissonSolver", "PoissonFFT", "BOUNDARY_CONDITIONS", "laplacian_eigenvalues", "pencil_grid",
-           "choose_layout"]
+__all__ = ["PoissonSolver", "PoissonFFT", "BOUNDARY_CONDITIONS", "MEAN_RTOL", "laplacian_eigenvalues",
+           "pencil_grid", "choose_layout"]
 
 #: the boundary conditions of an axis (z: only ``"neumann"`` and ``"dirichlet"``)
 BOUNDARY_CONDITIONS = ("periodic", "neumann", "dirichlet")

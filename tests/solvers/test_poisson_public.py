@@ -131,17 +131,21 @@ def test_stretched_z_matches_sparse_direct_solve(team):
     dzf = np.linspace(0.5, 2.0, nz) ** 1.5
     rng = np.random.default_rng(11)
     F = rng.standard_normal((nx, ny, nz))
-    for (grid, layout), (bcs, lam) in zip(configs(team.size), [(("dirichlet", "periodic", ("neumann", "dirichlet")), 0.0),
-                                                               (("neumann", "neumann", "neumann"), 0.8),
-                                                               (("periodic", "dirichlet", "dirichlet"), 0.3)]):
-        Ix, Iy, Iz = (sp.identity(n) for n in (nx, ny, nz))
+    cases = [(("dirichlet", "periodic", ("neumann", "dirichlet")), 0.0), (("neumann", "neumann", "neumann"), 0.8),
+             (("periodic", "dirichlet", "dirichlet"), 0.3)]
+    Ix, Iy, Iz = (sp.identity(n) for n in (nx, ny, nz))
+    for (grid, layout), (bcs, lam) in zip(configs(team.size), cases):
         zb = bcs[2] if isinstance(bcs[2], tuple) else (bcs[2], bcs[2])
-        L = (sp.kron(sp.kron(laplacian_1d(bcs[0], nx, 0.3), Iy), Iz) + sp.kron(sp.kron(Ix, laplacian_1d(bcs[1], ny, 0.4)), Iz)
+        L = (sp.kron(sp.kron(laplacian_1d(bcs[0], nx, 0.3), Iy), Iz)
+             + sp.kron(sp.kron(Ix, laplacian_1d(bcs[1], ny, 0.4)), Iz)
              + sp.kron(sp.kron(Ix, Iy), laplacian_z(dzf, *zb)) - lam * sp.identity(nx * ny * nz))
         ref = spl.spsolve(L.tocsc(), F.ravel()).reshape(F.shape)
         s = PoissonSolver((nx, ny, nz), (0.3, 0.4, dzf), bc=bcs, lam=lam, team=team, grid=grid, layout=layout)
+        # f in MPI's z-pencil grid: not the solver's where grid=(P, 1) (one more redistribution)
         f = pgas.from_numpy(F, dist=(pgas.BLOCKED, pgas.BLOCKED, pgas.NONE), root=None, team=team, grid=(0, 0, 1))
-        p = s.solve(f).to_numpy()
+        out = s.solve(f)
+        p = out.to_numpy()
+        out.free()
         assert np.abs(p - ref).max() < 1e-11 * np.abs(ref).max(), (bcs, layout)
         f.free()
         s.free()
@@ -222,10 +226,12 @@ def test_singular_problem_mean_check_and_projection(team):
     with pytest.raises(InputError, match="singular .* nonzero mean"):
         s.solve(f)
     f0 = pgas.from_numpy(F0, **dist)
-    p0 = s.solve(f0).to_numpy()
+    with s.solve(f0) as out:
+        p0 = out.to_numpy()
     assert abs((p0 * dzf).sum()) < 1e-12 * (np.abs(p0) * dzf).sum()       # the zero-mean solution
     sp_ = PoissonSolver(n, (1.0, 1.0, dzf), bc=("periodic", "neumann", "neumann"), team=team, singular="project")
-    p1 = sp_.solve(f).to_numpy()
+    with sp_.solve(f) as out:
+        p1 = out.to_numpy()
     assert np.abs(p1 - p0).max() < 1e-12 * np.abs(p0).max()     # projection: the mean-free rhs's solution
     for a in (f, f0):
         a.free()
@@ -252,12 +258,12 @@ def test_bad_input_one_clear_error():
         s.solve(wrong)
     with pytest.raises(InputError, match="DistArray"):
         s.solve(np.zeros(SHAPE))
-    with pytest.raises(InputError, match="must be real"):
-        s.solve(pgas.zeros(SHAPE, np.complex128))
+    with pgas.zeros(SHAPE, np.complex128) as c, pytest.raises(InputError, match="must be real"):
+        s.solve(c)
     wrong.free()
     s.free()
-    with pytest.raises(InputError, match="freed"):
-        s.solve(pgas.zeros(SHAPE))
+    with pgas.zeros(SHAPE) as z, pytest.raises(InputError, match="freed"):
+        s.solve(z)
 
 
 @pytest.mark.mpi
