@@ -1,6 +1,7 @@
-"""One-source CPU/GPU layer: array namespace and data placement (:mod:`.backend`), counted data
-regions, fused kernels for the hot loops (:mod:`.kernels`) and temporally blocked stencils
-(:mod:`.temporal`: several steps per pass through memory).
+"""One-source CPU/GPU layer: the solvers' view of runtime's Device (:mod:`.backend`: array-API
+namespace, data placement and counted data regions, all the Device's), fused kernels for the hot
+loops (:mod:`.kernels`) and temporally blocked stencils (:mod:`.temporal`: several steps per pass
+through memory).
 
 Solver code is written against ``backend.xp`` (the array API standard) and runs on NumPy, CuPy and,
 for portability checks on CPU-only machines, ``array_api_strict``.

@@ -1,16 +1,13 @@
-"""One solver source for NumPy (CPU), CuPy (GPU) and a strict array-API checker (CPU).
+"""The solvers' view of a device: a :class:`~hpcsuite.runtime.Device` seen through its array-API
+namespace.
 
-The OpenACC model this replaces: arrays are created *on the device* once (``!$acc data``), kernels
-run where the data is, and host copies happen only when asked (``!$acc update host``). Here:
-
-* :class:`Backend` gives the array namespace ``xp`` (array-API compatible) for the chosen device,
-  creates arrays there (:meth:`Backend.zeros`, :meth:`Backend.asarray`) and copies to the host only
-  through :meth:`Backend.to_host`.
-* :meth:`Backend.data_region` counts host<->device transfers made through the backend inside a
-  block, so a test can assert that an iteration loop makes none.
-* ``Backend("strict")`` runs the same code on ``array_api_strict`` arrays placed on a non-CPU
-  device (``device1``): any NumPy-only call or implicit host conversion in solver code raises, so
-  code that would fail on CuPy is caught on a CPU-only machine.
+Where arrays live, how they are created there, the counted host/device copies and the data
+regions are :class:`hpcsuite.runtime.Device`'s (the one device abstraction, shared with pgas and
+the LES). A :class:`Backend` adds only the solvers' spelling: ``backend.xp`` is the device's
+array-API namespace (``array_api_compat``'s NumPy or CuPy, or ``array_api_strict``), the raw
+device is ``backend.runtime_device``, and ``get_backend(name)`` shares one backend per name, so that
+callers see the data regions of the solvers' copies. New code may use ``runtime.Device`` directly
+(``device.namespace`` is this ``xp``).
 
 Examples
 --------
@@ -23,30 +20,12 @@ Examples
 """
 from __future__ import annotations
 
-import contextlib
-from dataclasses import dataclass, field
-
-import numpy as np
-
 from ..runtime import InputError, get_device
+from ..runtime.device import DataRegion, Device
 
 __all__ = ["Backend", "get_backend", "DataRegion", "BACKENDS"]
 
 BACKENDS = ("cpu", "gpu", "strict")
-
-
-@dataclass
-class DataRegion:
-    """Host<->device transfers counted while the region is open. Local."""
-
-    to_device: int = 0
-    to_host: int = 0
-    bytes: int = 0
-    log: list = field(default_factory=list)
-
-    @property
-    def transfers(self) -> int:
-        return self.to_device + self.to_host
 
 
 class Backend:
@@ -59,110 +38,69 @@ class Backend:
         ``"strict"``: ``array_api_strict`` on its ``device1`` (a portability checker, not fast).
     local_rank : int
         Rank on the node, to spread ranks over the node's GPUs.
+
+    Attributes
+    ----------
+    runtime_device : hpcsuite.runtime.Device
+        The device; creation, copies, data regions and ``synchronize`` are its methods.
+    xp : module
+        Its array-API namespace (``runtime_device.namespace``).
+    device
+        The ``device=`` that creating arrays needs (``array_api_strict``'s ``device1``), or None.
     """
 
     def __init__(self, name: str = "cpu", local_rank: int = 0):
         if name not in BACKENDS:
             raise InputError(f"backend must be one of {', '.join(map(repr, BACKENDS))}, got {name!r}")
         self.name = name
-        self._regions: list[DataRegion] = []
-        if name == "strict":
-            import array_api_strict as xs
-            self.xp = xs
-            self.device = xs.Device("device1")
-            self.runtime_device = get_device("cpu")
-        else:
-            self.runtime_device = get_device(name, local_rank)
-            from array_api_compat import array_namespace
-            self.xp = array_namespace(self.runtime_device.xp.empty(0))
-            self.device = None
+        self.runtime_device: Device = Device.strict() if name == "strict" else get_device(name, local_rank)
+        self.xp = self.runtime_device.namespace
+        self.device = self.runtime_device.array_device
 
     def __repr__(self) -> str:
         return f"Backend({self.name!r})"
 
     @property
     def is_gpu(self) -> bool:
-        return self.name == "gpu"
+        return self.runtime_device.is_gpu
 
     @property
     def is_host(self) -> bool:
         """True when arrays live in host memory as NumPy arrays (no transfers exist)."""
-        return self.name == "cpu"
+        return self.runtime_device.is_host
 
-    # ------------------------------------------------------------------ creation on the device
+    # the device's methods (runtime.Device holds the one implementation)
     def zeros(self, shape, dtype=None):
-        """Zeros of ``shape`` (default ``float64``) on this backend's device. Local."""
-        return self.xp.zeros(shape, dtype=dtype or self.xp.float64, **self._dev())
+        """As :meth:`hpcsuite.runtime.Device.zeros`."""
+        return self.runtime_device.zeros(shape, dtype)
 
     def empty(self, shape, dtype=None):
-        return self.xp.empty(shape, dtype=dtype or self.xp.float64, **self._dev())
+        """As :meth:`hpcsuite.runtime.Device.empty`."""
+        return self.runtime_device.empty(shape, dtype)
 
     def full(self, shape, value, dtype=None):
-        return self.xp.full(shape, value, dtype=dtype or self.xp.float64, **self._dev())
+        """As :meth:`hpcsuite.runtime.Device.full`."""
+        return self.runtime_device.full(shape, value, dtype)
 
-    def _dev(self) -> dict:
-        return {"device": self.device} if self.device is not None else {}
-
-    # ------------------------------------------------------------------ transfers (counted)
     def asarray(self, a, dtype=None):
-        """``a`` on this backend's device. Host data becomes a counted host->device transfer."""
-        if self.name == "cpu":
-            return np.asarray(a, dtype=dtype)
-        if self._on_device(a):
-            return a if dtype is None else self.xp.astype(a, dtype)
-        host = np.ascontiguousarray(a, dtype=dtype)
-        self._count("to_device", host.nbytes)
-        if self.name == "strict":
-            return self.xp.asarray(host, device=self.device, copy=True)   # a device owns its memory
-        return self.runtime_device.xp.asarray(host)
+        """As :meth:`hpcsuite.runtime.Device.asarray` (a counted host-to-device copy)."""
+        return self.runtime_device.asarray(a, dtype)
 
-    def to_host(self, a) -> np.ndarray:
-        """``a`` as a NumPy array; from a device, a counted device->host transfer."""
-        if self.name == "cpu" or isinstance(a, np.ndarray):
-            return np.asarray(a)
-        self._count("to_host", _nbytes(a))
-        if self.name == "strict":
-            cpu = self.xp.asarray(a, device=self.xp.Device("CPU_DEVICE"), copy=True)
-            return np.from_dlpack(cpu)
-        return self.runtime_device.xp.asnumpy(a)
+    def to_host(self, a):
+        """As :meth:`hpcsuite.runtime.Device.to_host` (a counted device-to-host copy)."""
+        return self.runtime_device.to_host(a)
 
     def scalar(self, a) -> float:
-        """A 0-d (or 1-element) device array as a Python float (a counted device->host copy)."""
-        if self.name != "cpu":
-            self._count("to_host", 8)
-        return float(a)
+        """As :meth:`hpcsuite.runtime.Device.scalar`."""
+        return self.runtime_device.scalar(a)
 
-    def _on_device(self, a) -> bool:
-        if self.name == "strict":
-            return type(a).__module__.startswith("array_api_strict")
-        return type(a).__module__.startswith("cupy")
-
-    def _count(self, kind: str, nbytes: int) -> None:
-        for r in self._regions:
-            setattr(r, kind, getattr(r, kind) + 1)
-            r.bytes += nbytes
-
-    @contextlib.contextmanager
     def data_region(self):
-        """Count the host<->device transfers made through this backend inside the block
-        (the analogue of an OpenACC data region whose body should copy nothing)."""
-        region = DataRegion()
-        self._regions.append(region)
-        try:
-            yield region
-        finally:
-            self._regions.remove(region)
+        """As :meth:`hpcsuite.runtime.Device.data_region`: the copies made through this backend."""
+        return self.runtime_device.data_region()
 
     def synchronize(self) -> None:
-        """Wait for queued device work (before reading a timer)."""
+        """As :meth:`hpcsuite.runtime.Device.synchronize`."""
         self.runtime_device.synchronize()
-
-
-def _nbytes(a) -> int:
-    n = getattr(a, "nbytes", None)
-    if n is not None:
-        return int(n)
-    return int(np.prod(a.shape)) * 8
 
 
 _cache: dict = {}

@@ -10,8 +10,8 @@ times. These kernels read each input element once and write each output element 
 over an index ``region`` of a padded 3-D array (start/stop per dimension, inside the array by at
 least one cell on every side), so a deep-halo solver can update a region that shrinks step by step.
 
-Implementations (``impl``), chosen from the backend (:class:`~hpcsuite.accel.Backend`) or from the
-array type when ``impl`` is not given:
+Implementations (``impl``), chosen from the backend (:class:`~hpcsuite.accel.Backend` or
+:class:`~hpcsuite.runtime.Device`, or its name) or from the array type when ``impl`` is not given:
 
 ``"numba"`` (backend ``"cpu"``, NumPy arrays)
     ``@njit(parallel=True, fastmath=False, cache=True)`` loops. Without fastmath the operations
@@ -87,7 +87,7 @@ def stencil7(u, out, c0: float, cx: float, cy: float, cz: float, region=None, *,
         Half-open index ranges in ``u``; default: everything but the outermost layer. Every range
         must satisfy ``1 <= start`` and ``stop <= extent - 1`` (the neighbours are read); an empty
         range (``start >= stop``) makes the call a no-op.
-    backend : Backend or {"cpu", "gpu", "strict"}, optional
+    backend : Backend, runtime.Device or {"cpu", "gpu", "strict"}, optional
         Picks the implementation: numba, cupy, portable. Default: from the array type.
     impl : {"numba", "portable", "cupy"}, optional
         Overrides ``backend`` (e.g. ``impl="portable"`` runs the reference on NumPy arrays).
@@ -144,7 +144,7 @@ def resolve_impl(u, backend, impl) -> str:
             optional.require("numba", "impl 'numba' (the CPU stencil kernels)")
         return impl
     if backend is not None:
-        name = backend.name if isinstance(backend, Backend) else backend
+        name = backend if isinstance(backend, str) else getattr(backend, "name", backend)   # Backend, Device
         if name not in _IMPL_OF_BACKEND:
             raise ValueError(f"backend must be one of {', '.join(map(repr, _IMPL_OF_BACKEND))}, got {name!r}")
         how = _IMPL_OF_BACKEND[name]

@@ -42,13 +42,9 @@ def test_gpu_lobpcg_matches_exact_laplacian_and_stays_on_device(team, M):
     k = 6
     A = DistCSR.from_scipy(A_s, team=team, root=None, symmetric=True, backend="gpu")
     be = A.backend
-    sizes = []
-    count = be._count
-    be._count = lambda kind, nbytes: (sizes.append(nbytes), count(kind, nbytes))
-    try:
+    with be.data_region() as copies:
         res = lobpcg(A, k, M=M, tol=1e-7)
-    finally:
-        del be._count
+    sizes = [nbytes for _, nbytes in copies.log]
     assert res.converged
     assert np.max(np.abs(res.eigenvalues - exact[:k]) / exact[:k]) < 1e-8
     V = res.eigenvectors.to_numpy()

@@ -9,6 +9,7 @@ registered for it. All functions here are local.
 from __future__ import annotations
 
 import numpy as np
+from array_api_compat import is_numpy_namespace
 
 from .. import fused, gpukernels
 from ..constants import CP, EP, EP2, GRAV, LV, RD, RV
@@ -63,7 +64,7 @@ def saturation_adjust(xp, thl, qt, p, exn, niter: int = NEWTON_STEPS):
     c = LV / CP
     qs_l = qsat(xp, tl, p)
     sat = qt > qs_l                                   # qsat grows with T: unsaturated at tl -> dry
-    if _on_host(xp) and getattr(sat, "ndim", 0) > 0:
+    if is_numpy_namespace(xp) and getattr(sat, "ndim", 0) > 0:
         # NumPy: iterate on the saturated points only (a few per cent of an LES domain); on a GPU
         # the full-array form below avoids the device synchronisation of a boolean selection
         shape = sat.shape
@@ -85,10 +86,6 @@ def _newton(xp, tl, qt, p, c, niter):
         qs, dqs = _qsat_and_slope(xp, T, p)
         T = T - (T - tl - c * (qt - qs)) / (1.0 + c * dqs)
     return T
-
-
-def _on_host(xp) -> bool:
-    return getattr(xp, "__name__", "") in ("numpy", "array_api_compat.numpy")
 
 
 def virtual_theta(thl, qt, ql, exn):
