@@ -39,6 +39,9 @@ class _TableOf(dk.Field):
 
     lists: bool = False
 
+    def words(self) -> str:
+        return "table ``{name = [values...], ...}``" if self.lists else "table ``{name = value, ...}``"
+
     def convert(self, v):
         if not isinstance(v, dict):
             raise ValueError(f"must be a table {{name = value, ...}}, got {v!r}")
