@@ -275,11 +275,11 @@ class _BoxSolver:
             return f
         d = xp.moveaxis(f, 2, 0)                 # (nz, kx, ky) view
         m, cp, a = self._m, self._cp, self._a
-        d[0] = d[0] * m[0]
+        d[0, ...] = d[0, ...] * m[0, ...]        # (", ...": the array API has no implicit trailing axes)
         for k in range(1, nz):
-            d[k] = (d[k] - a[k] * d[k - 1]) * m[k]
+            d[k, ...] = (d[k, ...] - a[k] * d[k - 1, ...]) * m[k, ...]
         for k in range(nz - 2, -1, -1):
-            d[k] = d[k] - cp[k] * d[k + 1]
+            d[k, ...] = d[k, ...] - cp[k, ...] * d[k + 1, ...]
         return f
 
     def _spectral(self, f):
@@ -566,6 +566,10 @@ class PoissonSolver(_BoxSolver):
         if not self._arrays:
             raise InputError(f"{where}: the solver was freed")
 
+    def free(self) -> None:
+        """Release the solver's distributed work arrays (it cannot solve afterwards). Collective."""
+        super().free()
+
 
 class PoissonFFT(_BoxSolver):
     """FFT/tridiagonal Poisson solver of the LES (periodic x and y, Neumann walls in z) on local
@@ -623,6 +627,10 @@ class PoissonFFT(_BoxSolver):
         divergence of a velocity field with walls at the bottom and top).
         """
         return self._solve_block(rhs)
+
+    def free(self) -> None:
+        """Release the distributed work arrays. Collective."""
+        super().free()
 
 
 # ---------------------------------------------------------------------- argument checks (local)
