@@ -1,7 +1,8 @@
 """PGAS distributed arrays modelled on DASH: patterns, a global and a local view, halos,
 algorithms, redistribution, atomics and locks, SUMMA and parallel HDF5.
 
-Layers inside the package: ``dist`` (per-dimension specs) <- ``pattern`` <- ``memory`` (windows) /
+Layers inside the package: ``lifetime`` (deferred, agreed frees) <- ``dist`` (per-dimension specs)
+<- ``pattern`` <- ``memory`` (windows) /
 ``access`` (planning one-sided transfers) <- ``array`` (DistArray) <- ``halo``, ``algorithms``,
 ``redistribute``, ``sort``, ``sync``, ``summa``, ``hdf5`` <- ``arith``, ``reductions``,
 ``manipulation``, ``namespace`` <- ``numpy_api`` (DistArray's NumPy protocols, installed here).
@@ -12,6 +13,7 @@ from .array import DistArray, arange, empty, from_numpy, full, ones, zeros
 from .dist import BLOCKCYCLIC, BLOCKED, CYCLIC, NONE, TILE, DistSpec
 from .halo import Halo, HaloGroup, HaloSpec
 from .hdf5 import load_hdf5, save_hdf5
+from .lifetime import collect
 from .memory import live_segments
 from .numpy_api import install as _install_numpy_protocols
 from .pattern import Pattern
@@ -23,7 +25,7 @@ from .sync import Atomic, Mutex, accumulate, live_mutexes
 __all__ = [
     "BLOCKED", "CYCLIC", "BLOCKCYCLIC", "TILE", "NONE", "DistSpec", "Pattern",
     "DistArray", "zeros", "ones", "full", "empty", "arange", "from_numpy",
-    "Halo", "HaloGroup", "HaloSpec", "live_segments", "copy", "save_hdf5", "load_hdf5",
+    "Halo", "HaloGroup", "HaloSpec", "live_segments", "collect", "copy", "save_hdf5", "load_hdf5",
     "Atomic", "Mutex", "accumulate", "live_mutexes", "matmul",
     "fill", "generate", "for_each", "for_each_with_index", "transform", "reduce", "min_element",
     "max_element", "find", "all", "any", "dot", "norm", "sort", "scan", "cumsum",

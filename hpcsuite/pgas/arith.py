@@ -18,7 +18,12 @@ Operands of one elementwise operation:
   array (a view for BLOCKED / NONE patterns), so they must be the same on every rank. On a GPU array
   the block is copied to the device. Array-API arrays of the DistArrays' device (CuPy on GPU) work
   alike.
-* DistArrays never broadcast against each other (different shapes raise ``ValueError``).
+* DistArrays broadcast against each other only where it stays local: an operand with size-1 or
+  missing leading axes (``(ny,)`` or ``(1, ny)`` against ``(nx, ny)``) whose blocks line up with
+  the result's, i.e. the grid does not split the result along the broadcast axes and the operand
+  is distributed like the result along the others (same specs and grid extents). The result takes
+  the pattern of a full-shape operand. Other broadcasts raise ``TypeError`` naming the case
+  (they would replicate data); shapes that do not broadcast raise ``ValueError``.
 
 Results are new DistArrays (no halo) on the operands' device; they are freed when their last
 reference goes (see :class:`~hpcsuite.pgas.DistArray`). A same-pattern operation involves no
@@ -53,8 +58,11 @@ def check_dist(x, func: str, name: str = "a") -> DistArray:
 def new_array(shape, dtype, like: DistArray, dist=None, grid=None) -> DistArray:
     """A new DistArray on ``like``'s team and device (``like``'s pattern unless ``dist`` /
     ``grid`` are given), freed when its last reference goes. Collective."""
-    a = empty(shape, dtype, dist=like.dist if dist is None else dist, team=like.team,
-              grid=like.grid if grid is None and dist is None else grid, device=like.device)
+    if dist is None and grid is None and tuple(shape) == like.shape:
+        a = DistArray._new(like.pattern, dtype, like.team, like.device)   # no re-validation
+    else:
+        a = empty(shape, dtype, dist=like.dist if dist is None else dist, team=like.team,
+                  grid=like.grid if grid is None and dist is None else grid, device=like.device)
     a._auto_free = True
     return a
 
@@ -94,6 +102,41 @@ def local_part(arr, a: DistArray):
     return x
 
 
+def _check_aligned(func: str, x: DistArray, ref: DistArray) -> None:
+    """``TypeError`` unless every rank's block of ``x`` (a smaller shape that broadcasts to
+    ``ref.shape``: size-1 or missing leading axes) is exactly the part of ``x`` that broadcasts
+    against its block of ``ref``, so the operation stays local. That holds when the process grid
+    does not split ``ref`` along the broadcast axes and ``x`` is distributed like ``ref`` along
+    the others (the same specs and grid extents, hence the same rank at each grid coordinate).
+    Local; from global metadata only (the same answer on every rank)."""
+    nd = ref.ndim
+    lead = nd - x.ndim
+    xshape = (1,) * lead + x.shape
+    xgrid = (1,) * lead + x.grid
+    bdims = [d for d in range(nd) if xshape[d] != ref.shape[d]]
+    why = None
+    if ref.pattern.tiled or x.pattern.tiled:
+        why = "TILE layouts store tiles contiguously, so their blocks do not broadcast"
+    elif any(ref.grid[d] > 1 for d in bdims):
+        d = next(d for d in bdims if ref.grid[d] > 1)
+        why = (f"the result's dimension {d} is split over {ref.grid[d]} grid coordinates, so each would "
+               f"need a copy of the operand's single slice")
+    elif xgrid != ref.grid:
+        why = f"its process grid {x.grid} does not line up with the result's {ref.grid}"
+    else:
+        for k in range(x.ndim):
+            d = k + lead
+            if d not in bdims and not x.pattern.maps[k].same_as(ref.pattern.maps[d]):
+                why = (f"its dimension {k} is distributed as {x.dist[k]!r}, the result's dimension {d} "
+                       f"as {ref.dist[d]!r}")
+                break
+    if why is not None:
+        raise TypeError(f"{func}: broadcasting a DistArray of shape {x.shape} (dist {x.dist}, grid "
+                        f"{x.grid}) against shape {ref.shape} (dist {ref.dist}, grid {ref.grid}) needs "
+                        f"communication: {why}. Only broadcasts that stay local are supported; pass a "
+                        f"NumPy array (the same on every rank) or an operand of the full shape")
+
+
 class Operands:
     """Operands of one elementwise operation, checked and lined up to a reference pattern.
 
@@ -113,16 +156,39 @@ class Operands:
         if not everyone:
             raise TypeError(f"{func}: no DistArray among the operands")
         first = everyone[0]
-        self.shape = first.shape
+        try:
+            self.shape = outs[0].shape if outs else np.broadcast_shapes(*(x.shape for x in dists))
+        except ValueError:
+            raise ValueError(f"{func}: DistArray operands of shapes "
+                             f"{', '.join(str(x.shape) for x in dists)} do not broadcast") from None
         for x in everyone[1:]:
-            if x.shape != first.shape:
-                raise ValueError(f"{func}: DistArray operands must have the same shape (they do not "
-                                 f"broadcast against each other); got {first.shape} and {x.shape}")
-            if x.team.comm.Compare(first.team.comm) not in (MPI.IDENT, MPI.CONGRUENT):
+            if x.team is not first.team and \
+                    x.team.comm.Compare(first.team.comm) not in (MPI.IDENT, MPI.CONGRUENT):
                 raise ValueError(f"{func}: the DistArray operands must live on the same team")
             if x.device.is_gpu != first.device.is_gpu:
                 raise ValueError(f"{func}: DistArray operands on different devices "
                                  f"({first.device.name} and {x.device.name}); move one with pgas.copy")
+        for o in outs:
+            if o.shape != self.shape:
+                raise ValueError(f"{func}: out has shape {o.shape}, the result has shape {self.shape}")
+        full = [x for x in dists if x.shape == self.shape]
+        if outs:
+            self.ref = outs[0]
+        elif full:
+            self.ref = max(full, key=lambda x: x.dtype.itemsize)   # max keeps the leftmost of equals
+        else:
+            raise TypeError(f"{func}: broadcasting DistArrays of shapes "
+                            f"{', '.join(str(x.shape) for x in dists)} to {self.shape}: none of them has "
+                            f"the result's shape, so the result has no pattern to take (and would need "
+                            f"communication); make one operand of shape {self.shape}")
+        self.broadcast = set()
+        for x in dists:
+            if x.shape != self.shape:
+                if not np.broadcast_shapes(x.shape, self.shape) == self.shape:
+                    raise ValueError(f"{func}: a DistArray of shape {x.shape} does not broadcast to "
+                                     f"{self.shape}")
+                _check_aligned(func, x, self.ref)
+                self.broadcast.add(id(x))
         for x in self.values:
             if isinstance(x, DistArray) or _is_scalar(x) or x is None:
                 continue
@@ -130,35 +196,34 @@ class Operands:
                 raise TypeError(f"{func}: operands must be DistArrays, scalars or arrays, got "
                                 f"{type(x).__name__}")
             try:
-                full = np.broadcast_shapes(tuple(x.shape), self.shape)
+                shp = np.broadcast_shapes(tuple(x.shape), self.shape)
             except ValueError:
-                full = None
-            if full != self.shape:
+                shp = None
+            if shp != self.shape:
                 raise ValueError(f"{func}: an array operand of shape {tuple(x.shape)} does not broadcast "
                                  f"to the DistArrays' shape {self.shape}")
             if not isinstance(x, np.ndarray) and not first.device.is_gpu:
                 raise TypeError(f"{func}: a {type(x).__name__} operand with a CPU DistArray; pass a "
                                 f"NumPy array")
-        if outs:
-            self.ref = outs[0]
-        else:
-            self.ref = max(dists, key=lambda x: x.dtype.itemsize)   # max keeps the leftmost of equals
 
     def locals(self) -> list:
         """The operands as local blocks in the reference pattern. Collective (redistributes
         DistArrays in other patterns into temporaries)."""
         out = []
+        ref = self.ref
         for x in self.values:
             if isinstance(x, DistArray):
-                if x.pattern != self.ref.pattern:
-                    tmp = empty(x.shape, x.dtype, dist=self.ref.dist, team=self.ref.team,
-                                grid=self.ref.grid, device=self.ref.device)
+                if id(x) in self.broadcast:             # checked: its block lines up with ref's
+                    out.append(x.local)
+                    continue
+                if x is not ref and x.pattern != ref.pattern:
+                    tmp = DistArray._new(ref.pattern, x.dtype, ref.team, ref.device)
                     self.temps.append(tmp)
                     redistribute(x, tmp)
                     x = tmp
                 out.append(x.local)
             elif _is_array(x) and not _is_scalar(x):
-                out.append(local_part(x, self.ref))
+                out.append(local_part(x, ref))
             else:
                 out.append(x)
         return out
@@ -182,8 +247,12 @@ def _where_operand(where):
     return where is None or (isinstance(where, (bool, np.bool_)))
 
 
-def ufunc_call(ufunc: np.ufunc, inputs, kwargs) -> "DistArray | tuple":
+def ufunc_call(ufunc: np.ufunc, inputs, kwargs, elide: DistArray | None = None) -> "DistArray | tuple":
     """``ufunc(*inputs, **kwargs)`` elementwise on DistArrays. Collective.
+
+    ``elide``: an operand that only the calling expression refers to (see the operators in
+    :mod:`hpcsuite.pgas.array`); when the result has its dtype, shape and pattern, it is computed
+    into it in place and returned (NumPy's temporary elision), else ignored.
 
     Supports ``out=`` (DistArrays, any pattern: the result's pattern is ``out``'s), ``where=``
     (a boolean scalar, DistArray or NumPy array, broadcast like the inputs; elements where it is
@@ -225,6 +294,10 @@ def ufunc_call(ufunc: np.ufunc, inputs, kwargs) -> "DistArray | tuple":
         if not (isinstance(w, DistArray) or _is_array(w)) or np.dtype(w.dtype) != np.bool_:
             raise TypeError(f"{name}: where= must be a boolean scalar or boolean array, got "
                             f"{getattr(w, 'dtype', type(w).__name__)}")
+    if (elide is not None and not outs and ufunc.nout == 1 and _where_operand(where) and where is not False
+            and elide.dtype == dtypes[0] and elide.shape == ops.shape and id(elide) not in ops.broadcast
+            and (elide is ops.ref or elide.pattern == ops.ref.pattern)):
+        outs = (elide,)             # a temporary nothing else refers to: its buffer takes the result
     results = []
     try:
         blocks = ops.locals()

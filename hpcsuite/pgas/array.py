@@ -30,6 +30,7 @@ import atexit
 import collections
 import functools
 import math
+import sys
 from dataclasses import dataclass
 
 import numpy as np
@@ -40,6 +41,7 @@ from numpy.lib.mixins import NDArrayOperatorsMixin
 from ..runtime import Team, get_device
 from ..runtime.comm_hooks import observed
 from .access import normalize, plan, storage_offsets, target_datatype
+from . import lifetime
 from .dist import BLOCKED
 from .memory import acquire, node_comm
 from .pattern import Pattern
@@ -48,7 +50,8 @@ __all__ = ["DistArray", "zeros", "ones", "full", "empty", "arange", "from_numpy"
            "NUMPY_PROTOCOL"]
 
 #: The handlers behind DistArray's NumPy protocols (``__array_ufunc__``, ``__array_function__``,
-#: ``__array_namespace__``), keyed ``"ufunc"``, ``"function"``, ``"namespace"``. They live in
+#: ``__array_namespace__``) and operators, keyed ``"ufunc"``, ``"function"``, ``"namespace"``,
+#: ``"operator"``. They live in
 #: :mod:`hpcsuite.pgas.numpy_api`, which sits above this module (it needs ``copy``, ``matmul`` and
 #: ``scan``, which import DistArray) and fills this table when ``hpcsuite.pgas`` is imported.
 NUMPY_PROTOCOL: dict = {}
@@ -95,6 +98,12 @@ def _node_rank(team, device: str) -> int:
             raise InputError(f"device 'gpu' requested but no GPU is usable: {why}")
         return node_comm(team).Get_rank()
     return 0
+
+
+@functools.lru_cache(maxsize=None)
+def _no_halo_spec(ndim: int):
+    from .halo import HaloSpec
+    return HaloSpec.build((0,) * ndim, "none", False, ndim)
 
 
 def _widths(halo, ndim: int) -> tuple[int, ...]:
@@ -147,8 +156,19 @@ class DistArray(NDArrayOperatorsMixin):
     -----
     A DistArray speaks NumPy (see the guide's "NumPy on DistArrays" section): operators and ufuncs
     (``a * 2 + b``, ``np.sqrt(a)``), reductions (``a.sum(axis=0)``, ``np.max(a)``), ``a.T @ b``
-    and ``__array_namespace__``; all of these are collective. Arrays they return are freed
-    (collectively) when their last reference goes, so every rank must hold and drop them alike.
+    and ``__array_namespace__``; all of these are collective.
+
+    Arrays they return are released when their last reference goes, never inside ``__del__``
+    itself (a free is collective, and the cyclic garbage collector runs at different moments on
+    different ranks): ``__del__`` queues the array, and the queue is released at the team's next
+    collective point (the next array creation or ``free()`` on the team), in creation order.
+    Arrays dropped by reference counting are released there directly (in SPMD code every rank
+    drops them at the same program point: hold and drop results alike on every rank); arrays the
+    garbage collector found (reference cycles) only once every rank has queued them, agreed with
+    one ``allgather`` at :func:`pgas.collect() <hpcsuite.pgas.lifetime.collect>` and at every
+    :data:`~hpcsuite.pgas.lifetime.AGREE_EVERY`-th allocation of new windows; at exit everything
+    is freed. Arrays made with the constructors (``zeros``, ``from_numpy``, ...) need ``free()``.
+
     Nothing is ever gathered silently: ``np.asarray(a)`` and unsupported NumPy functions raise
     ``TypeError``; :meth:`to_numpy` gathers.
     """
@@ -179,15 +199,37 @@ class DistArray(NDArrayOperatorsMixin):
                                      f"extent {min(m.size(0), m.size(m.p - 1))}; use fewer units or a "
                                      f"narrower halo")
         from .halo import HaloSpec
-        self._halo_spec = HaloSpec.build(self.halo_width, boundary, corners, self.pattern.ndim)
+        self._setup(HaloSpec.build(self.halo_width, boundary, corners, self.pattern.ndim), shm)
+
+    @classmethod
+    def _new(cls, pattern: Pattern, dtype, team: Team, device, shm=None) -> "DistArray":
+        """A new uninitialised array of an existing (already validated) ``pattern`` on ``team``
+        and ``device`` (a Device), without halo: what the NumPy protocols make per result, without
+        re-validating or rebuilding the pattern. Collective (as the constructor). Internal to pgas."""
+        self = cls.__new__(cls)
+        self.pattern, self.team = pattern, team
+        self.dtype = np.dtype(dtype)
+        self._mpitype = mpi_type(self.dtype)
+        self.halo_width = (0,) * pattern.ndim
+        self.device = device
+        self._setup(_no_halo_spec(pattern.ndim), shm)
+        return self
+
+    def _setup(self, halo_spec, shm) -> None:
+        """The storage: a pooled or new segment of the pattern's layout. Collective."""
+        team, pattern = self.team, self.pattern
+        self._halo_spec = halo_spec
         self._halo = None
-        self._storage_shapes = {}
+        # arrays without halo share the pattern's cache of storage shapes (patterns do not change)
+        self._storage_shapes = pattern.storage_cache if not any(self.halo_width) else {}
         self._storage_strides: dict[int, tuple] = {}
         self._plans: "collections.OrderedDict" = collections.OrderedDict()
         # the same key on every rank: the global geometry (pooled segments are reused by arrays
         # of exactly this layout); the nominal size is the average block, also global
-        key = (self.pattern.shape, self.pattern.dist, self.pattern.grid, self.halo_width)
-        nominal = (self.pattern.size // max(team.size, 1) + 1) * self.dtype.itemsize
+        key = pattern.layout_key + (self.halo_width,)
+        nominal = -(-pattern.size // max(team.size, 1)) * self.dtype.itemsize
+        lifetime.drain(team)                  # a collective point: release dropped results first
+        self._seq = lifetime.next_id(team)    # the same on every rank (creation is collective)
         self._seg = acquire(team, self._padded_storage_shape(team.rank), self.dtype, shm=shm,
                             key=key, nominal_bytes=nominal)
         self._freed = False
@@ -353,33 +395,33 @@ class DistArray(NDArrayOperatorsMixin):
         """A new array with the same values and pattern (no halo). Collective."""
         return np.copy(self)
 
-    def sum(self, axis=None, dtype=None, out=None, keepdims=False):
-        """``numpy.sum``. Collective."""
-        return np.sum(self, axis=axis, dtype=dtype, out=out, keepdims=keepdims)
+    def sum(self, axis=None, dtype=None, out=None, keepdims=False, **kwargs):
+        """``numpy.sum`` (also ``initial=``, ``where=``). Collective."""
+        return np.sum(self, axis=axis, dtype=dtype, out=out, keepdims=keepdims, **kwargs)
 
-    def prod(self, axis=None, dtype=None, out=None, keepdims=False):
-        """``numpy.prod``. Collective."""
-        return np.prod(self, axis=axis, dtype=dtype, out=out, keepdims=keepdims)
+    def prod(self, axis=None, dtype=None, out=None, keepdims=False, **kwargs):
+        """``numpy.prod`` (also ``initial=``, ``where=``). Collective."""
+        return np.prod(self, axis=axis, dtype=dtype, out=out, keepdims=keepdims, **kwargs)
 
-    def mean(self, axis=None, dtype=None, out=None, keepdims=False):
-        """``numpy.mean``. Collective."""
-        return np.mean(self, axis=axis, dtype=dtype, out=out, keepdims=keepdims)
+    def mean(self, axis=None, dtype=None, out=None, keepdims=False, **kwargs):
+        """``numpy.mean`` (also ``where=``). Collective."""
+        return np.mean(self, axis=axis, dtype=dtype, out=out, keepdims=keepdims, **kwargs)
 
-    def var(self, axis=None, dtype=None, out=None, ddof=0, keepdims=False):
+    def var(self, axis=None, dtype=None, out=None, ddof=0, keepdims=False, **kwargs):
         """``numpy.var``. Collective."""
-        return np.var(self, axis=axis, dtype=dtype, out=out, ddof=ddof, keepdims=keepdims)
+        return np.var(self, axis=axis, dtype=dtype, out=out, ddof=ddof, keepdims=keepdims, **kwargs)
 
-    def std(self, axis=None, dtype=None, out=None, ddof=0, keepdims=False):
+    def std(self, axis=None, dtype=None, out=None, ddof=0, keepdims=False, **kwargs):
         """``numpy.std``. Collective."""
-        return np.std(self, axis=axis, dtype=dtype, out=out, ddof=ddof, keepdims=keepdims)
+        return np.std(self, axis=axis, dtype=dtype, out=out, ddof=ddof, keepdims=keepdims, **kwargs)
 
-    def min(self, axis=None, out=None, keepdims=False):
-        """``numpy.min``. Collective."""
-        return np.min(self, axis=axis, out=out, keepdims=keepdims)
+    def min(self, axis=None, out=None, keepdims=False, **kwargs):
+        """``numpy.min`` (also ``initial=``, ``where=``). Collective."""
+        return np.min(self, axis=axis, out=out, keepdims=keepdims, **kwargs)
 
-    def max(self, axis=None, out=None, keepdims=False):
-        """``numpy.max``. Collective."""
-        return np.max(self, axis=axis, out=out, keepdims=keepdims)
+    def max(self, axis=None, out=None, keepdims=False, **kwargs):
+        """``numpy.max`` (also ``initial=``, ``where=``). Collective."""
+        return np.max(self, axis=axis, out=out, keepdims=keepdims, **kwargs)
 
     def argmin(self, axis=None, out=None, keepdims=False):
         """``numpy.argmin``. Collective."""
@@ -389,13 +431,13 @@ class DistArray(NDArrayOperatorsMixin):
         """``numpy.argmax``. Collective."""
         return np.argmax(self, axis=axis, out=out, keepdims=keepdims)
 
-    def any(self, axis=None, out=None, keepdims=False):
-        """``numpy.any``. Collective."""
-        return np.any(self, axis=axis, out=out, keepdims=keepdims)
+    def any(self, axis=None, out=None, keepdims=False, **kwargs):
+        """``numpy.any`` (also ``where=``). Collective."""
+        return np.any(self, axis=axis, out=out, keepdims=keepdims, **kwargs)
 
-    def all(self, axis=None, out=None, keepdims=False):
-        """``numpy.all``. Collective."""
-        return np.all(self, axis=axis, out=out, keepdims=keepdims)
+    def all(self, axis=None, out=None, keepdims=False, **kwargs):
+        """``numpy.all`` (also ``where=``). Collective."""
+        return np.all(self, axis=axis, out=out, keepdims=keepdims, **kwargs)
 
     def clip(self, min=None, max=None, out=None):   # noqa: A002 - NumPy's names
         """``numpy.clip``. Collective."""
@@ -407,25 +449,30 @@ class DistArray(NDArrayOperatorsMixin):
             raise RuntimeError("this DistArray was freed; it can no longer be used")
 
     def free(self) -> None:
-        """Release the array's windows and memory. Collective; idempotent."""
-        if self._halo is not None:
-            self._halo.free()
-            self._halo = None
+        """Release the array's windows and memory (into the reuse pool when it fits). Collective;
+        idempotent. Also releases the dropped results queued on the team (see ``__del__``)."""
+        lifetime.drain(self.team)
         if self._freed:
+            if self._halo is not None:
+                self._halo.free()
+                self._halo = None
             return
-        for acc in self._plans.values():
-            acc.free()
-        self._plans.clear()
         self._freed = True
-        self._seg.free()
+        _releaser(self._seg, self._halo, list(self._plans.values()))()
+        self._halo = None
+        self._plans.clear()
         self._local = None
         self._dev_storage = None
 
     def __del__(self):
-        # arrays returned by the NumPy protocols go when their last reference goes (at the same
-        # point on every rank in SPMD code: CPython frees by reference count), as NumPy's do
+        # Arrays returned by the NumPy protocols go when their last reference goes, as NumPy's do.
+        # Never a collective here (the cyclic garbage collector runs at different moments on
+        # different ranks): the resources are queued and released at the team's next collective
+        # point, in an order agreed by all ranks (pgas.lifetime).
         if self._auto_free and not getattr(self, "_freed", True) and not MPI.Is_finalized():
-            self.free()
+            self._freed = True
+            lifetime.defer(self.team, self._seq, _releaser(self._seg, self._halo,
+                                                           list(self._plans.values())))
 
     def __enter__(self) -> "DistArray":
         return self
@@ -628,6 +675,101 @@ class DistArray(NDArrayOperatorsMixin):
         if self._dev_storage is not None:
             self.sync()
             self._dev_storage[...] = self.device.xp.asarray(self._seg.array)
+
+
+# ---------------------------------------------------------------------- operators, with elision
+# NumPy reuses a temporary operand of a binary operator as the result's buffer when nothing else
+# refers to it (``a * 2 + b``: ``+`` writes into ``a * 2``'s buffer). The operators below do the
+# same for DistArray temporaries (results of the NumPy protocols): an operand whose reference count
+# inside the operator method is that of an expression temporary, measured once at import with a
+# probe class called the same way (a named operand counts one more). Where an interpreter counts
+# a named operand like a temporary (stack references borrowed), elision stays off.
+
+def _probe_counts():
+    class P:
+        def __add__(self, other):
+            return sys.getrefcount(self), sys.getrefcount(other)
+
+        def __radd__(self, other):
+            return (sys.getrefcount(self),)
+
+        def __neg__(self):
+            return (sys.getrefcount(self),)
+
+    def temporaries():
+        return P() + P(), 1 + P(), -P()
+
+    def named():
+        x, y = P(), P()
+        return x + y, 1 + x, -x
+    temp = {n for t in temporaries() for n in t}
+    held = {n for t in named() for n in t}
+    return temp.pop() if len(temp) == 1 and min(held) > max(temp) else None
+
+
+#: the reference count of an operand that only the expression holds (None: elision off)
+TEMP_REFS = _probe_counts()
+
+
+def _defers(other) -> bool:
+    """NumPy's rule: an operand with ``__array_ufunc__ = None`` takes over the operator."""
+    return getattr(type(other), "__array_ufunc__", False) is None
+
+
+def _binary(ufunc):
+    def forward(self, other):
+        t = TEMP_REFS
+        cand = self if t is not None and sys.getrefcount(self) <= t else \
+            other if t is not None and sys.getrefcount(other) <= t else None
+        if _defers(other):
+            return NotImplemented
+        return NUMPY_PROTOCOL["operator"](ufunc, (self, other), cand)
+
+    def reflected(self, other):
+        cand = self if TEMP_REFS is not None and sys.getrefcount(self) <= TEMP_REFS else None
+        if _defers(other):
+            return NotImplemented
+        return NUMPY_PROTOCOL["operator"](ufunc, (other, self), cand)
+    return forward, reflected
+
+
+def _unary(ufunc):
+    def op(self):
+        cand = self if TEMP_REFS is not None and sys.getrefcount(self) <= TEMP_REFS else None
+        return NUMPY_PROTOCOL["operator"](ufunc, (self,), cand)
+    return op
+
+
+for _name, _uf in (("add", np.add), ("sub", np.subtract), ("mul", np.multiply),
+                   ("truediv", np.true_divide), ("floordiv", np.floor_divide), ("mod", np.remainder),
+                   ("pow", np.power), ("lshift", np.left_shift), ("rshift", np.right_shift),
+                   ("and", np.bitwise_and), ("xor", np.bitwise_xor), ("or", np.bitwise_or)):
+    _f, _r = _binary(_uf)
+    _f.__name__, _r.__name__ = f"__{_name}__", f"__r{_name}__"
+    _f.__doc__ = _r.__doc__ = f"``numpy.{_uf.__name__}`` (a temporary operand's buffer is reused). Collective."
+    setattr(DistArray, f"__{_name}__", _f)
+    setattr(DistArray, f"__r{_name}__", _r)
+for _name, _uf in (("lt", np.less), ("le", np.less_equal), ("eq", np.equal), ("ne", np.not_equal),
+                   ("gt", np.greater), ("ge", np.greater_equal)):
+    _f, _ = _binary(_uf)
+    _f.__name__ = f"__{_name}__"
+    setattr(DistArray, f"__{_name}__", _f)
+for _name, _uf in (("neg", np.negative), ("pos", np.positive), ("abs", np.absolute), ("invert", np.invert)):
+    _f = _unary(_uf)
+    _f.__name__ = f"__{_name}__"
+    setattr(DistArray, f"__{_name}__", _f)
+
+
+def _releaser(seg, halo, plans):
+    """A callable that frees an array's halo requests, cached transfer datatypes and segment
+    (collective: the segment goes into the pool or its windows are freed)."""
+    def release():
+        if halo is not None:
+            halo.free()
+        for acc in plans:
+            acc.free()
+        seg.free()
+    return release
 
 
 def _place(out: np.ndarray, pattern: Pattern, unit: int, block: np.ndarray) -> None:

@@ -19,6 +19,8 @@ import weakref
 import numpy as np
 from mpi4py import MPI
 
+from . import lifetime
+
 __all__ = ["Segment", "acquire", "live_segments", "pooled_segments", "drain_pool"]
 
 # Every segment not yet freed, in allocation order (the same order on every rank, since allocation
@@ -37,12 +39,19 @@ POOL_LIMIT = int(float(os.environ.get("HPCSUITE_PGAS_POOL_MB", "256")) * 2**20)
 
 
 def acquire(team, shape, dtype, shm=None, key=None, nominal_bytes: int = 0) -> "Segment":
-    """A segment for an array: a pooled one with the same ``key`` if any, else a new one.
-    Collective (identical ``key`` and ``nominal_bytes`` on every rank)."""
+    """A segment for an array: a pooled one with the same ``key`` if any, else a new one (before
+    which dropped arrays are released by agreement, see :func:`pgas.lifetime.new_windows
+    <hpcsuite.pgas.lifetime.new_windows>`). Collective (identical ``key`` and ``nominal_bytes``
+    on every rank)."""
     global _pool_bytes
     shm = _shm_default() if shm is None else bool(shm)
     full_key = None if key is None else (team, key, np.dtype(dtype).str, shm)
     pooled = _pool.get(full_key) if full_key is not None else None
+    if not pooled:
+        # new windows (collective anyway): first release what every rank has dropped, which may
+        # put a segment of this layout into the pool
+        lifetime.new_windows(team)
+        pooled = _pool.get(full_key) if full_key is not None else None
     if pooled:
         seg = pooled.pop()
         if not pooled:

@@ -17,6 +17,8 @@ a DistArray raises ``TypeError`` naming it (nothing is gathered behind the calle
 """
 from __future__ import annotations
 
+import numbers
+
 import numpy as np
 
 from . import arith, manipulation, reductions
@@ -24,7 +26,8 @@ from .array import NUMPY_PROTOCOL, DistArray
 from .namespace import namespace
 from .sort import scan
 
-__all__ = ["array_ufunc", "array_function", "FUNCTIONS", "install", "supported_functions"]
+__all__ = ["array_ufunc", "array_function", "array_operator", "FUNCTIONS", "install",
+           "supported_functions"]
 
 
 def _accumulate(ufunc, a, axis=0, dtype=None, out=None):
@@ -80,6 +83,16 @@ def array_ufunc(ufunc, method, inputs, kwargs):
             raise TypeError(f"numpy.{ufunc.__name__}.accumulate takes one array")
         return _accumulate(ufunc, inputs[0], **kwargs)
     raise TypeError(f"numpy.{ufunc.__name__}.{method} is not supported on DistArrays")
+
+
+def array_operator(ufunc, inputs, candidate):
+    """A DistArray operator (``a * 2``, ``-a``, ``1 + a``): ``ufunc(*inputs)``, computed into
+    ``candidate`` (an operand only the expression refers to) when that is a result of these
+    protocols and the result fits it. Collective."""
+    if (isinstance(candidate, DistArray) and candidate._auto_free and not candidate._freed
+            and all(isinstance(x, (DistArray, np.ndarray, numbers.Number, np.generic)) for x in inputs)):
+        return arith.ufunc_call(ufunc, inputs, {}, elide=candidate)
+    return ufunc(*inputs)
 
 
 def _where(condition, x=None, y=None):
@@ -197,4 +210,5 @@ def array_function(func, types, args, kwargs):
 
 def install() -> None:
     """Make DistArray's protocols use this module (and :mod:`hpcsuite.pgas.namespace`). Local."""
-    NUMPY_PROTOCOL.update(ufunc=array_ufunc, function=array_function, namespace=namespace)
+    NUMPY_PROTOCOL.update(ufunc=array_ufunc, function=array_function, namespace=namespace,
+                          operator=array_operator)

@@ -98,6 +98,10 @@ class Pattern:
             raise ValueError(f"TILE cannot be mixed with other distributed dimensions, got {self.dist}")
         # row-major strides of the unit numbering over the grid
         self._ustride = tuple(math.prod(self.grid[d + 1:]) for d in range(self.ndim))
+        #: unit -> storage shape, filled by the arrays of this pattern (a pattern never changes)
+        self.storage_cache: dict = {}
+        #: the global geometry as a hashable key (the same on every unit)
+        self.layout_key = (self.shape, tuple((s.kind, s.block) for s in self.dist), self.grid)
 
     def _grid_dims(self, grid) -> tuple[int, ...]:
         if isinstance(grid, ProcessGrid):

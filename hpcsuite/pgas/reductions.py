@@ -199,14 +199,62 @@ def _axis(axis, ndim: int, func: str, allow_tuple: bool):
     return tuple(sorted(out))
 
 
-def _check_common(func, a, out, where, extra):
+def _check_common(func, a, out, where, extra, where_ok: bool = False):
     check_dist(a, f"numpy.{func}")
     if extra:
         raise TypeError(f"numpy.{func} on DistArrays: keyword(s) {', '.join(sorted(extra))} not supported")
-    if where is not True:
+    if not where_ok and not _all_true(where):
         raise TypeError(f"numpy.{func} on DistArrays: where= is not supported")
+    if where_ok and not _all_true(where):
+        _check_where(func, a, where)
     if out is not None and not isinstance(out, DistArray):
         raise TypeError(f"numpy.{func}: out must be a DistArray, got {type(out).__name__}")
+
+
+def _all_true(where) -> bool:
+    return where is True or (isinstance(where, np.bool_) and bool(where))
+
+
+def _check_where(func, a, where) -> None:
+    """``where=``: a boolean scalar, or a boolean NumPy / DistArray array broadcastable to
+    ``a.shape`` (NumPy's rule). Local; the same error on every rank."""
+    if isinstance(where, (bool, np.bool_)):
+        return
+    if not (hasattr(where, "shape") and hasattr(where, "dtype")):
+        raise TypeError(f"numpy.{func}: where= must be a boolean scalar or array, got {type(where).__name__}")
+    if np.dtype(where.dtype) != np.bool_:
+        raise TypeError(f"numpy.{func}: where= must be boolean, got dtype {np.dtype(where.dtype)} "
+                        f"(cannot cast safely to bool)")
+    try:
+        full = np.broadcast_shapes(tuple(where.shape), a.shape)
+    except ValueError:
+        full = None
+    if full != a.shape:
+        raise ValueError(f"numpy.{func}: where= of shape {tuple(where.shape)} does not broadcast to the "
+                         f"array's shape {a.shape}")
+
+
+def _mask(a: DistArray, where):
+    """``where`` broadcast to a boolean DistArray in ``a``'s pattern (freed when dropped).
+    Collective (local, or the redistribution of a DistArray mask in another pattern)."""
+    m = new_array(a.shape, np.bool_, a)
+    if isinstance(where, (bool, np.bool_)):
+        m.local[...] = bool(where)
+    else:
+        np.logical_and(where, True, out=m)
+    return m
+
+
+def _filled(a: DistArray, where, value) -> DistArray:
+    """``a`` with the elements where ``where`` is false replaced by ``value`` (``a``'s dtype).
+    Collective (elementwise)."""
+    from .arith import where as select
+    fill = np.asarray(value).astype(a.dtype)[()]
+    if isinstance(where, (bool, np.bool_)):
+        r = new_array(a.shape, a.dtype, a)
+        r.local[...] = a.local if where else fill
+        return r
+    return select(where, a, fill)
 
 
 # ---------------------------------------------------------------------- the engine
@@ -235,11 +283,11 @@ def _over_all(a: DistArray, kind, keepdims: bool):
     state = kind.combine(np, stacked, 0, counts)
     res = np.asarray(kind.final(np, state, a.size)).reshape(())
     if keepdims:
-        return _filled(a, (1,) * a.ndim, res)
+        return _scalar_array(a, (1,) * a.ndim, res)
     return res[()]
 
 
-def _filled(a: DistArray, shape, value) -> DistArray:
+def _scalar_array(a: DistArray, shape, value) -> DistArray:
     """A new DistArray of ``shape`` (all ones) holding ``value``. Collective."""
     dist = (BLOCKED,) + (NONE,) * (len(shape) - 1)
     r = new_array(shape, value.dtype, a, dist=dist)
@@ -361,10 +409,87 @@ def _along_allreduce(a, kind, axis, keepdims, op, partial, rshape, rdist, rgrid)
     return r
 
 
-def _run(a: DistArray, make_kind, axes, keepdims: bool, out):
-    """Reduce ``a`` over ``axes`` (None or a sorted tuple) with a fresh kind per step."""
+def _along_many(a: DistArray, kind, axes, keepdims: bool) -> DistArray:
+    """Reduce over several axes at once (``var``/``std``, whose partial states do not reduce one
+    axis after the other): each rank reduces its block over all of ``axes`` to one partial state;
+    where the grid splits some of them, the partials (one per grid coordinate along the split
+    axes) move with one :func:`~hpcsuite.pgas.copy` into a layout where those axes are whole on
+    every rank, and are merged there in grid order. Collective; no communication when no axis of
+    ``axes`` is split."""
+    xp = a.device.xp
+    p = a.pattern
+    nd = a.ndim
+    specs = tuple(_plain(s) for s in p.dist)
+    block = p.storage_to_local(a.local) if p.tiled else a.local
+    split = [d for d in axes if p.grid[d] > 1]
+
+    def drop(seq, fill):
+        if keepdims:
+            return tuple(fill if d in axes else x for d, x in enumerate(seq))
+        return tuple(x for d, x in enumerate(seq) if d not in axes)
+
+    def partial():
+        if block.size == 0:
+            shape = tuple(1 if d in axes else n for d, n in enumerate(block.shape))
+            return [xp.zeros(shape, dt) for dt in kind.dtypes]
+        return kind.local(xp, block, axes)
+
+    n = int(np.prod([a.shape[d] for d in axes]))
+    rshape = drop(a.shape, 1)
+    if not split:
+        res = kind.final(xp, partial(), n)
+        r = new_array(rshape, res.dtype, a, dist=drop(specs, NONE), grid=drop(p.grid, 1))
+        r.local[...] = res if keepdims else res.reshape(r.local.shape)
+        return r
+    wdist = [NONE if d in axes else specs[d] for d in range(nd)]
+    if all(wdist[d].kind == "none" for d in range(nd) if d not in axes):
+        wdist[next(d for d in range(nd) if d not in axes)] = BLOCKED
+    wdist = tuple(wdist)
+    wgrid = tuple(1 if s.kind == "none" else 0 for s in wdist)
+    tshape = tuple(p.grid[d] if d in split else (1 if d in axes else a.shape[d]) for d in range(nd))
+    tdist = tuple(BLOCKED if d in split else (NONE if d in axes else specs[d]) for d in range(nd))
+    # the element count behind each partial, in C order over the split axes' grid coordinates
+    sizes = [[p.maps[d].size(c) for c in range(p.grid[d])] for d in split]
+    local_n = int(np.prod([a.shape[d] for d in axes if d not in split]))
+    counts = [local_n * int(np.prod(c)) for c in _product(sizes)]
+    valid = [k for k, c in enumerate(counts) if c > 0]
+    temps = []
+    try:
+        parts = []
+        for st, dt in zip(partial(), kind.dtypes):
+            t = empty(tshape, dt, dist=tdist, team=a.team, grid=p.grid, device=a.device)
+            temps.append(t)
+            t.local[...] = st
+            w = empty(tshape, dt, dist=wdist, team=a.team, grid=wgrid, device=a.device)
+            temps.append(w)
+            redistribute(t, w)
+            x = xp.moveaxis(w.local, split, list(range(len(split))))
+            x = x.reshape((len(counts),) + x.shape[len(split):])
+            parts.append(x[xp.asarray(valid, dtype=np.intp)] if len(valid) < len(counts) else x)
+        state = kind.combine(xp, parts, 0, [counts[k] for k in valid])
+        wl = temps[1].local.shape
+        state = [s.reshape(tuple(1 if d in split else e for d, e in enumerate(wl))) for s in state]
+        res = kind.final(xp, state, n)
+        r = new_array(rshape, res.dtype, a, dist=drop(wdist, NONE), grid=drop(temps[1].grid, 1))
+        r.local[...] = res if keepdims else res.reshape(r.local.shape)
+    finally:
+        for t in temps:
+            t.free()
+    return r
+
+
+def _product(lists):
+    import itertools
+    return list(itertools.product(*lists))
+
+
+def _run(a: DistArray, make_kind, axes, keepdims: bool, out, together: bool = False):
+    """Reduce ``a`` over ``axes`` (None or a sorted tuple) with a fresh kind per step (or in one
+    step over all of them: ``together``)."""
     if axes is None or len(axes) == a.ndim:
         res = _over_all(a, make_kind(), keepdims)
+    elif together and len(axes) > 1:
+        res = _along_many(a, make_kind(), axes, keepdims)
     else:
         res, cur = a, None
         for ax in sorted(axes, reverse=True):         # the later axes first: indices stay valid
@@ -404,17 +529,23 @@ def ufunc_reduce(ufunc, a, axis=0, dtype=None, out=None, keepdims=False, initial
     if ufunc not in REDUCIBLE:
         raise TypeError(f"numpy.{name} is not supported on DistArrays (only associative, commutative "
                         f"ufuncs: {', '.join(u.__name__ for u in REDUCIBLE)})")
-    _check_common(name, a, out, where, ())
+    _check_common(name, a, out, where, (), where_ok=True)
     axes = _axis(axis, a.ndim, f"numpy.{name}", allow_tuple=True)
     try:
         rdt = ufunc.reduce(np.empty((1,), a.dtype), dtype=dtype).dtype
     except Exception as exc:        # noqa: BLE001 - NumPy's own type error, raised alike everywhere
         raise TypeError(f"numpy.{name}: {exc}") from None
+    masked = not _all_true(where)
+    if masked and ufunc.identity is None and initial is np._NoValue:
+        raise ValueError(f"reduction operation '{ufunc.__name__}' does not have an identity, so to use "
+                         f"a where mask one has to specify 'initial'")
     n = a.size if axes is None else int(np.prod([a.shape[d] for d in axes]))
     if n == 0 and ufunc.identity is None and initial is np._NoValue:
         raise ValueError(f"zero-size array to reduction operation {ufunc.__name__} which has no identity")
     if n == 0 and initial is not np._NoValue and ufunc.identity is None:
         raise TypeError(f"numpy.{name}: initial= on an empty reduction is not supported on DistArrays")
+    if masked:              # elements outside the mask: the identity (or initial), then reduce
+        a = _filled(a, where, ufunc.identity if ufunc.identity is not None else initial)
     res = _run(a, lambda: _Ufunc(ufunc, rdt), axes, keepdims, out if initial is np._NoValue else None)
     if initial is not np._NoValue:
         res = _apply_initial(ufunc, res, initial, rdt, out)
@@ -459,8 +590,10 @@ def all(a, axis=None, out=None, keepdims=False, *, where=True):  # noqa: A001
 
 
 def _truth(ufunc, func, a, axis, out, keepdims, where):
-    _check_common(func, a, out, where, ())
+    _check_common(func, a, out, where, (), where_ok=True)
     axes = _axis(axis, a.ndim, f"numpy.{func}", allow_tuple=True)
+    if not _all_true(where):
+        a = _filled(a, where, ufunc.identity)
     res = _run(a, lambda: _Truth(ufunc), axes, keepdims, out)
     return res
 
@@ -477,10 +610,18 @@ class _Truth(_Ufunc):
 def mean(a, axis=None, dtype=None, out=None, keepdims=False, *, where=True):
     """``numpy.mean`` (float64 for integer input, as NumPy). Over several axes: the mean of the
     means along each (equal to NumPy's up to rounding). Collective."""
-    _check_common("mean", a, out, where, ())
+    _check_common("mean", a, out, where, (), where_ok=True)
     axes = _axis(axis, a.ndim, "numpy.mean", allow_tuple=True)
     _mean_dtype(a, dtype, "mean")
-    return _run(a, lambda: _Mean(a.dtype, dtype), axes, keepdims, out)
+    if _all_true(where):
+        return _run(a, lambda: _Mean(a.dtype, dtype), axes, keepdims, out)
+    # the sum over the mask divided by the mask's count (NumPy's definition; NaN where it is empty)
+    rdt = _Mean(a.dtype, dtype).dtypes[0]
+    s = _run(_filled(a, where, 0), lambda: _Ufunc(np.add, rdt), axes, keepdims, None)
+    c = _run(_mask(a, where), lambda: _Ufunc(np.add, rdt), axes, keepdims, None)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        res = s / c
+    return _to_out(res, out)
 
 
 def _mean_dtype(a, dtype, func):
@@ -492,9 +633,9 @@ def _mean_dtype(a, dtype, func):
 
 def var(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=True, mean=None,
         correction=None):
-    """``numpy.var`` (``ddof``; ``correction`` as the array API's name of it). Collective.
-
-    ``axis`` is ``None`` or one int (a tuple raises ``TypeError``)."""
+    """``numpy.var`` (``ddof``; ``correction`` as the array API's name of it) over ``axis``:
+    ``None``, an int or a tuple of ints. Collective. ``where=`` and ``mean=`` raise
+    ``TypeError``."""
     return _var("var", a, axis, dtype, out, ddof, keepdims, where, mean, correction, False)
 
 
@@ -511,12 +652,10 @@ def _var(func, a, axis, dtype, out, ddof, keepdims, where, mean_, correction, ro
             raise ValueError(f"numpy.{func}: ddof and correction can't be provided simultaneously.")
         ddof = correction
     axes = _axis(axis, a.ndim, f"numpy.{func}", allow_tuple=True)
-    if axes is not None and 1 < len(axes) < a.ndim:
-        raise TypeError(f"numpy.{func} on DistArrays: axis must be None or one int, got {axis!r}")
     _mean_dtype(a, dtype, func)
     if isinstance(ddof, (bool, np.bool_)) or not isinstance(ddof, (int, float, np.integer, np.floating)):
         raise TypeError(f"numpy.{func}: ddof must be a number, got {ddof!r}")
-    return _run(a, lambda: _Var(a.dtype, dtype, ddof, root), axes, keepdims, out)
+    return _run(a, lambda: _Var(a.dtype, dtype, ddof, root), axes, keepdims, out, together=True)
 
 
 def argmin(a, axis=None, out=None, *, keepdims=False):

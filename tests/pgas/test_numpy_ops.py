@@ -193,21 +193,115 @@ def test_same_pattern_is_local_and_other_patterns_move_once(team, monkeypatch):
 
 
 def test_results_are_freed_when_dropped(team):
+    """Dropped results are released at the team's next collective point (pgas.lifetime): a chain
+    of operators leaves only its result (temporaries reused in place or released), and
+    pgas.collect() releases everything dropped."""
     ra = data((40, 3), np.float64, 16)
     a = dist_array(ra, ((40, 3), (C, N), None))
     b = dist_array(ra, ((40, 3), (B, N), None))
+    pgas.collect(team)
     live = pgas.live_segments()
     for _ in range(3):
         r = ((a * 2 + b) / 3 - a) ** 2
+        pgas.collect(team)
         assert pgas.live_segments() == live + 1
         del r
+    pgas.collect(team)
     assert pgas.live_segments() == live
     keep = a + 1
     keep.free()                                      # an explicit free stays allowed (idempotent)
     del keep
+    pgas.collect(team)
     assert pgas.live_segments() == live
     a.free()
     b.free()
+
+
+def test_temporaries_are_reused_like_numpy(team):
+    """A temporary operand of an operator (nothing else refers to it) takes the result in place,
+    as NumPy's temporary elision: ((a*2 + b)*3 - a)/2 makes one array, the result, where NumPy
+    makes one too; an operand the caller holds is never written; a result of another dtype or
+    pattern gets a new array."""
+    ra, rb = data((30, 4), np.float64, 30), data((30, 4), np.float64, 31)
+    a = dist_array(ra, ((30, 4), (B, N), None))
+    b = dist_array(rb, ((30, 4), (B, N), None))
+    c = dist_array(rb, ((30, 4), (C, N), None))
+    pgas.collect(team)
+    live = pgas.live_segments()
+    r = ((a * 2 + b) * 3 - a) / 2
+    assert pgas.live_segments() == live + 1          # nothing queued, nothing else made
+    check(r, ((ra * 2 + rb) * 3 - ra) / 2)
+    del r
+    t = a * 2                                        # held by the caller: not reused
+    u = t + b
+    v = -t
+    w = 1 - (a * 2)                                  # reflected and unary forms reuse temporaries
+    assert u is not t and v is not t
+    check(t, ra * 2)
+    check(u, ra * 2 + rb)
+    check(v, -(ra * 2))
+    check(w, 1 - ra * 2)
+    check((a * 2) < b, ra * 2 < rb)                  # bool result: a new array
+    x = c + (a * 2)                                  # result in c's pattern (leftmost of equals)
+    assert x.pattern == c.pattern
+    check(x, rb + ra * 2)
+    del t, u, v, w, x
+    pgas.collect(team)
+    assert pgas.live_segments() == live
+    for z in (a, b, c):
+        z.free()
+
+
+def test_broadcast_between_distarrays(team):
+    """A DistArray with size-1 or missing leading axes broadcasts against one of the full shape
+    when its blocks line up (the result is not split along the broadcast axes and the operand is
+    distributed like it along the others): local, no communication. Otherwise a TypeError naming
+    the case, alike on every rank, before any communication."""
+    P = team.size
+    ra = data((6, 4 * P + 1, 5), np.float64, 32)
+    a = dist_array(ra, (ra.shape, (N, B, N), None))            # grid (1, P, 1)
+    plane = ra[0]                                               # (4P+1, 5): missing axis 0
+    row = ra[:1]                                                # (1, 4P+1, 5): size-1 axis 0
+    col = ra[:1, :, :1]                                         # (1, 4P+1, 1)
+    xp = dist_array(plane, (plane.shape, (B, N), None))
+    xr = dist_array(row, (row.shape, (N, B, N), None))
+    xc = dist_array(col, (col.shape, (N, B, N), None))
+    for x, rx in ((xp, plane), (xr, row), (xc, col)):
+        x.to_numpy()                                            # (warm: nothing left to pool)
+        r0 = a * x
+        del r0
+        comms = Comms()
+        with intercept(comms):
+            r = a * x
+            s = x - a
+            a2 = np.maximum(a, x)
+        assert comms.calls == []
+        assert r.pattern == a.pattern
+        check(r, ra * rx)
+        check(s, rx - ra)
+        check(a2, np.maximum(ra, rx))
+        check(np.where(a > 0, x, 0.0), np.where(ra > 0, rx, 0.0))
+        del r, s, a2
+    o = dist_array(ra, (ra.shape, (N, B, N), None))
+    o += xc                                                     # in place, into the full array
+    check(o, ra + col)
+    bad = [
+        (lambda: dist_array(ra, (ra.shape, (B, N, N), None)) * xr, "dimension 0 is split"),
+        (lambda: a * dist_array(plane, (plane.shape, (C, N), None)), "distributed as"),
+        (lambda: xc + dist_array(ra[:, :1], ((6, 1, 5), (B, N, N), None)), "none of them has the result"),
+    ]
+    if P == 1:
+        bad = bad[2:]
+    for fn, words in bad:
+        comms = Comms()
+        with pytest.raises(TypeError, match=words) as info:
+            fn()
+        assert len(set(team.allgather(str(info.value)))) == 1
+    with pytest.raises(ValueError, match="do not broadcast"):
+        a + dist_array(ra[:, :2], ((6, 2, 5), (N, B, N), None))
+    pgas.collect(team)
+    for z in (a, xp, xr, xc, o):
+        z.free()
 
 
 def test_bad_operands_raise_alike_before_communicating(team):
@@ -215,7 +309,7 @@ def test_bad_operands_raise_alike_before_communicating(team):
     b = pgas.zeros((10, 5), dist=(B, N))
     f = pgas.zeros((10, 4), dist=(B, N))
     cases = [
-        (lambda: a + b, ValueError, "same shape"),
+        (lambda: a + b, ValueError, "do not broadcast"),
         (lambda: a + np.ones(3), ValueError, "does not broadcast"),
         (lambda: np.add(a, f, order="F"), TypeError, "order"),
         (lambda: np.add(a, f, extobj=None), TypeError, "extobj"),

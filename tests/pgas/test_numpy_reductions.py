@@ -18,6 +18,7 @@ from numpy_layouts import B, C, N, BC, Comms, data, dist_array, gathered, layout
 pytestmark = pytest.mark.mpi
 
 FUNCS = ("sum", "prod", "mean", "var", "std", "min", "max", "argmin", "argmax", "any", "all")
+WHERE_FUNCS = ("sum", "prod", "mean", "min", "max", "any", "all")
 
 
 def compare(got, want, n, func):
@@ -41,19 +42,34 @@ def test_reductions_match_numpy(team, data_):
     shape = lay[0]
     dt = data_.draw(st.sampled_from((np.float64, np.float32, np.int64, np.int8, np.bool_)), label="dtype")
     func = data_.draw(st.sampled_from(FUNCS), label="func")
-    axis = data_.draw(st.one_of(st.none(), st.integers(-len(shape), len(shape) - 1)), label="axis")
+    nd = len(shape)
+    axes = st.integers(-nd, nd - 1)
+    if not func.startswith("arg"):          # tuples of distinct axes (any order, negative too)
+        axes = st.one_of(axes, st.lists(st.integers(0, nd - 1), min_size=1, max_size=nd, unique=True)
+                         .map(lambda xs: tuple(x - nd if x % 2 else x for x in xs)))
+    axis = data_.draw(st.one_of(st.none(), axes), label="axis")
     keepdims = data_.draw(st.booleans(), label="keepdims")
+    # where= (NumPy's reductions that take it): a full or trailing-axes NumPy mask, or a DistArray
+    # mask in the array's layout; min / max need initial= with it (as in NumPy)
+    wkind = data_.draw(st.sampled_from((None, None, "numpy", "trailing", "dist")), label="where") \
+        if func in WHERE_FUNCS else None
     # values near 1 for floats (products stay finite), small integers (many ties for arg*)
     ref = data(shape, dt, 21, low=-3, high=3) if np.dtype(dt).kind != "f" else \
         (data(shape, dt, 21, low=0.8, high=1.25, nan=func in ("min", "max", "argmin", "argmax", "sum"))
          * np.where(data(shape, np.bool_, 22), 1, -1).astype(dt))
     a = dist_array(ref, lay)
-    n = ref.size if axis is None else shape[axis]
+    n = ref.size if axis is None else int(np.prod([shape[d] for d in np.atleast_1d(axis)]))
     kw = {} if func.startswith("arg") and keepdims is False else {"keepdims": keepdims}
+    mask = None
+    if wkind is not None:
+        mask = data(shape if wkind != "trailing" else shape[-1:], np.bool_, 28)
+        kw["where"] = dist_array(mask, lay) if wkind == "dist" else mask
+        if func in ("min", "max"):
+            kw["initial"] = np.asarray(1 if dt is not np.bool_ else True).astype(dt)[()]
     with warnings.catch_warnings(), np.errstate(all="ignore"):
         warnings.simplefilter("ignore")
         try:
-            want = getattr(np, func)(ref, axis=axis, **kw)
+            want = getattr(np, func)(ref, axis=axis, **{**kw, **({"where": mask} if mask is not None else {})})
         except ValueError as exc:               # an empty min / max / argmin: the same error
             with pytest.raises(ValueError) as info:
                 getattr(np, func)(a, axis=axis, **kw)
@@ -67,6 +83,8 @@ def test_reductions_match_numpy(team, data_):
     if not isinstance(got, pgas.DistArray):      # a scalar: the same on every rank
         assert len({np.asarray(x).tobytes() for x in team.allgather(got)}) == 1
     del got, method
+    if wkind == "dist":
+        kw["where"].free()
     a.free()
 
 
@@ -151,7 +169,10 @@ def test_bad_arguments_raise_alike(team):
         (lambda: np.sum(a, axis=2), np.exceptions.AxisError, "axis 2"),
         (lambda: np.sum(a, axis=(0, 0)), ValueError, "duplicate"),
         (lambda: np.var(a, axis=(0, 1, 0)), ValueError, "duplicate"),
-        (lambda: np.sum(a, where=False), TypeError, "where"),
+        (lambda: np.var(a, where=False), TypeError, "where"),
+        (lambda: np.sum(a, where=np.ones(3, bool)), ValueError, "broadcast"),
+        (lambda: np.sum(a, where=np.ones(4)), TypeError, "boolean"),
+        (lambda: np.max(a, where=np.ones(4, bool)), ValueError, "initial"),
         (lambda: np.min(e, axis=0), ValueError, "zero-size"),
         (lambda: np.argmax(e), ValueError, "empty"),
         (lambda: np.argmax(a, axis=(0, 1)), TypeError, "axis"),
@@ -176,6 +197,8 @@ def test_tuple_axes(team):
             for func in ("sum", "mean", "max", "any", "prod"):
                 compare(getattr(np, func)(a, axis=axis, keepdims=keepdims),
                         getattr(np, func)(ref, axis=axis, keepdims=keepdims), ref.size, func)
-    with pytest.raises(TypeError, match="one int"):
-        np.var(a, axis=(0, 1))
+            for func in ("var", "std"):
+                for ddof in (0, 1):
+                    compare(getattr(np, func)(a, axis=axis, keepdims=keepdims, ddof=ddof),
+                            getattr(np, func)(ref, axis=axis, keepdims=keepdims, ddof=ddof), ref.size, func)
     a.free()
