@@ -209,7 +209,7 @@ class _BoxSolver:
             self.C1 = self.R if not ax[a].complex_out else \
                 pgas.zeros(tuple(cshape), ax[a].dtype, dist=tuple(dist_r), grid=tuple(grid_r), **kw)
             self.C2 = pgas.zeros(tuple(cshape), ax[a].dtype, dist=tuple(dist_c), grid=tuple(grid_c), **kw)
-            self._arrays = [x for x in (self.A, self.R, self.C1, self.C2) if x is not None]
+            self._arrays = _distinct(self.A, self.R, self.C1, self.C2)
             kk = list(self.C2.local_slices[:2])
             kk[b] = slice(0, ax[b].m)
             kx, ky = kk
@@ -227,8 +227,7 @@ class _BoxSolver:
             self.Ys = self.Yc if ax1.in_place else \
                 pgas.zeros(sshape, ax1.dtype, dist=(B, N, B), grid=(rx, 1, rz), **kw)
             self.Zc = pgas.zeros(sshape, ax1.dtype, dist=(B, B, N), grid=(px, py, 1), **kw)
-            self._arrays = [x for i, x in enumerate((self.A, self.X, self.Xc, self.Yc, self.Ys, self.Zc))
-                            if all(x is not y for y in (self.A, self.X, self.Xc, self.Yc, self.Ys, self.Zc)[:i])]
+            self._arrays = _distinct(self.A, self.X, self.Xc, self.Yc, self.Ys, self.Zc)
             kx, ky, _ = self.Zc.local_slices
         # Thomas factors for the local wavenumbers (z-pencil layout), vectorised over (kx, ky)
         lam = (ax[0].eigenvalues()[kx][:, None] + ax[1].eigenvalues()[ky][None, :])
@@ -715,6 +714,16 @@ def _check_grid(grid, size: int, n) -> tuple[int, int]:
     if px > n[0] or py > n[1]:
         raise InputError(f"PoissonSolver: grid {px}x{py} has more ranks than cells along x or y ({n[0]}x{n[1]})")
     return px, py
+
+
+def _distinct(*arrays) -> list:
+    """The arrays that are not None, each once (aliases: a transform that keeps shape and dtype
+    writes back into its input's array)."""
+    out = []
+    for x in arrays:
+        if x is not None and all(x is not y for y in out):
+            out.append(x)
+    return out
 
 
 def _fft_module(xp):
