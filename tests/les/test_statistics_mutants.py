@@ -68,7 +68,8 @@ def test_interval_must_be_positive(team, bad):
 
 
 @pytest.mark.mpi
-def test_dry_run_fluxes_profiles_and_surface_series(team):
+@pytest.mark.parametrize("with_base", [False, True], ids=["no-base-state", "base-state"])
+def test_dry_run_fluxes_profiles_and_surface_series(team, with_base):
     """No qt: thv is thl, no cloud series; w2, the resolved and subgrid fluxes with the surface flux
     on face 0 (thv's is the surface thl flux, a dry estimate), the five surface series, the Galilean
     shift added back to u and v."""
@@ -81,7 +82,8 @@ def test_dry_run_fluxes_profiles_and_surface_series(team):
     u, v = 3 + rng.standard_normal((NX, NY, NZ)), -1 + rng.standard_normal((NX, NY, NZ))
     ekh = 2 + rng.random((NX, NY, NZ))
     sfc = _surface(rng)
-    ctx = make_ctx(team, grid, dict(thl=thl, u=u, v=v, w=w))
+    base = thermo.base_state(grid, 101500.0, 300.0, thl.mean(axis=(0, 1)), np.zeros(NZ)) if with_base else None
+    ctx = make_ctx(team, grid, dict(thl=thl, u=u, v=v, w=w), base=base)
     ctx.t = 42.0
     ctx.galilean = (5.0, -2.5)
     ctx.diag["ekh"] = local_block(ctx.grid, ekh)
@@ -112,6 +114,12 @@ def test_dry_run_fluxes_profiles_and_surface_series(team):
     ts = stats.timeseries()
     assert set(ts) == {"time", *SERIES} and all(ts[k].dtype == np.float64 and ts[k].shape == (1,) for k in ts)
     assert ts["time"][0] == 42.0 and ts["ustar"][0] == got["ustar"]
+    # a context without a time or a Galilean shift: time 0, the winds as they are
+    del ctx.t, ctx.galilean
+    again = stats.sample(ctx)
+    assert stats.time == [42.0, 0.0]
+    np.testing.assert_allclose(again["u"], u.mean(axis=(0, 1)), rtol=1e-12)
+    np.testing.assert_allclose(again["v"], v.mean(axis=(0, 1)), rtol=1e-12)
     ctx.store.free()
 
 
@@ -129,7 +137,7 @@ def test_moist_run_without_a_base_state_and_without_subgrid_diffusivity(team):
     ql[6, 5, 4:6] = [5e-4, 1e-4]
     w = rng.standard_normal((NX, NY, NZ + 1))
     w[..., [0, -1]] = 0.0
-    sfc = {"wthl": rng.normal(0.05, 0.01, (NX, NY)), "wqt": rng.normal(5e-5, 1e-5, (NX, NY))}
+    sfc = {"wthl": rng.normal(0.05, 0.01, (NX, NY))}          # no surface moisture flux given
     ctx = make_ctx(team, grid, dict(thl=thl, qt=qt, w=w))
     ctx.diag["ql"] = local_block(ctx.grid, ql)
     ctx.diag["surface"] = _sfc_blocks(ctx, sfc)
@@ -149,11 +157,11 @@ def test_moist_run_without_a_base_state_and_without_subgrid_diffusivity(team):
     lwp_cols = (ql * dzf).sum(axis=2)
     assert got["lwp"] == pytest.approx(1e3 * lwp_cols.mean(), rel=1e-12)
     assert got["lwp_max"] == pytest.approx(1e3 * lwp_cols.max(), rel=1e-12)
-    for s, sf in (("thl", sfc["wthl"].mean()), ("qt", sfc["wqt"].mean()), ("thv", sfc["wthl"].mean())):
+    for s, sf in (("thl", sfc["wthl"].mean()), ("qt", 0.0), ("thv", sfc["wthl"].mean())):
         res, sgs = _fluxes(grid, qt if s == "qt" else thl, w, None, sf)
         np.testing.assert_allclose(got[f"w{s}_sgs"], sgs, rtol=1e-12, atol=0, err_msg=s)
         np.testing.assert_allclose(got[f"w{s}_res"], res, rtol=1e-9, atol=1e-14, err_msg=s)
-    assert got["wqt_s"] == pytest.approx(sfc["wqt"].mean(), rel=1e-12) and math.isnan(got["ustar"])
+    assert math.isnan(got["wqt_s"]) and math.isnan(got["ustar"]) and got["wqt_sgs"][0] == 0.0
     assert stats.rho_surface is None
     ctx.store.free()
 
@@ -200,6 +208,34 @@ def test_every_profile_of_a_moist_run_with_a_base_state(team):
     ctx.base = base2
     stats.sample(ctx)
     assert stats.rho_surface == float(np.asarray(base.rhof)[0]) != float(np.asarray(base2.rhof)[0])
+    ctx.store.free()
+
+
+@pytest.mark.mpi
+def test_fluxes_stay_accurate_for_small_fluctuations(team):
+    """Fluctuations of 1e-6 K and 1e-8 kg/kg on 300 K and 0.01 kg/kg: the resolved fluxes (w * s
+    less <w> <s>) keep their digits, because thl and thv are taken relative to the reference profile
+    and qt as it is (the module's note on cancellation)."""
+    grid = _grid()
+    rng = np.random.default_rng(21)
+    zc = np.asarray(grid.zf)
+    thl = 300.0 + 3e-3 * zc + 1e-6 * rng.standard_normal((NX, NY, NZ))
+    qt = 0.004 + 1e-8 * rng.standard_normal((NX, NY, NZ))     # dry enough: no cloud anywhere
+    w = rng.standard_normal((NX, NY, NZ + 1)) + 2.0
+    w[..., [0, -1]] = 0.0
+    base = thermo.base_state(grid, 101500.0, 300.0, thl.mean(axis=(0, 1)), qt.mean(axis=(0, 1)))
+    ctx = make_ctx(team, grid, dict(thl=thl, qt=qt, w=w), base=base)
+    got = Statistics(team, grid).sample(ctx)
+    ql, _ = thermo.saturation_adjust(np, thl, qt, np.asarray(base.presf), np.asarray(base.exnf))
+    assert ql.max() == 0.0
+    thv = thermo.virtual_theta(thl, qt, ql, np.asarray(base.exnf))
+    for s, a in (("thl", thl), ("qt", qt), ("thv", thv)):
+        # the reference from the fluctuations about the slab mean (an exact subtraction; a
+        # covariance does not change with a horizontally constant profile)
+        res, _ = _fluxes(grid, a - a.mean(axis=(0, 1)), w, None, 0.0)
+        # measured errors: 1e-15 (thl), 1e-17 (qt), 1e-22 (thv); with 300 K left in any of
+        # them they grow to 3e-13, against fluxes of 1e-8 (thl), 1e-11 (qt)
+        np.testing.assert_allclose(got[f"w{s}_res"][1:-1], res[1:-1], rtol=0, atol=1e-14, err_msg=s)
     ctx.store.free()
 
 
@@ -373,11 +409,16 @@ def test_group_sums_and_global_max_at_any_rank_count(team):
     thv = 300.0 + rng.random((10, 6, 5))
     lwp = rng.random((10, 6))
     ctx = make_ctx(team, grid, dict(thv=thv))
-    sums, counts = lst._group_sums(ctx, ctx.fields["thv"])
+    g, h = ctx.grid, ctx.h
+    block = np.full_like(ctx.fields["thv"], 1e9)              # halos hold garbage: interiors only
+    block[h:h + g.nxl, h:h + g.nyl] = ctx.fields["thv"][h:h + g.nxl, h:h + g.nyl]
+    lwp_block = np.full(block.shape[:2], 1e9)
+    lwp_block[h:h + g.nxl, h:h + g.nyl] = local_block(g, lwp)[h:h + g.nxl, h:h + g.nyl]
+    sums, counts = lst._group_sums(ctx, block)
     ref = np.stack([thv[r::3].sum(axis=0) for r in range(3)])
     np.testing.assert_allclose(sums, ref, rtol=1e-13)
     np.testing.assert_array_equal(counts, [[4.0], [3.0], [3.0]])
-    assert lst._global_max(ctx, local_block(ctx.grid, lwp)) == lwp.max()
+    assert lst._global_max(ctx, lwp_block) == lwp.max()
     ctx.store.free()
 
 
