@@ -3,7 +3,7 @@ model) and Optuna (TPE sampler with successive-halving pruning), in one MPI run.
 
 For the distributed Cholesky (or CholeskyQR2, or ``summa``: the plain mpi4py + NumPy SUMMA of
 ``examples/10_tune_plain_mpi4py.py``, tuned through ``tune.intercept_world()`` and ``tune.blas()``
-with no change to its body; panel width and process grid) configuration space of
+with no change to its body; panel width, panels per local product, process grid) configuration space of
 ``inputs/tune_*.toml`` it
 
 1. runs every configuration fully ``--iterations`` times (at least ``--truth-repeats``), round-robin
@@ -32,7 +32,7 @@ matrices are built once per configuration before anything is timed.
 
     mpiexec -n 2 .venv/bin/python bench/tune_search.py                 # cholesky, n = 1536
     mpiexec -n 4 .venv/bin/python bench/tune_search.py --target cholqr --m 65536 --n 256 --grids 4x1 2x2 1x4
-    mpiexec -n 2 .venv/bin/python bench/tune_search.py --target summa --n 2048 --panels 32 64 128 256
+    mpiexec -n 2 .venv/bin/python bench/tune_search.py --target summa --n 2048 --panels 32 64 128 256 --depths 1 4
 
 Optuna is optional (``pip install optuna``); without it that row is skipped with a note.
 Timings on shared 2-core machines are noisy: a busy machine makes kernel times unsteady, which
@@ -75,7 +75,7 @@ def space_for(args) -> dict:
     if args.target == "summa":                 # the example's grids: every factorisation of the ranks
         size = COMM.Get_size()
         grids = grids if args.grids else [(p, size // p) for p in range(1, size + 1) if size % p == 0]
-        return {"panel": args.panels, "grid": grids}
+        return {"panel": args.panels, "depth": args.depths, "grid": grids}
     if args.target == "cholesky":
         return {"block": args.blocks, "grid": grids, "variant": ["bcast", "ring"], "lookahead": [0, 1]}
     return {"panel": args.panels, "grid": grids}
@@ -177,6 +177,7 @@ def main() -> None:
     ap.add_argument("--m", type=int, default=65536, help="rows (cholqr)")
     ap.add_argument("--blocks", type=int, nargs="+", default=[32, 64, 128, 256])
     ap.add_argument("--panels", type=int, nargs="+", default=[16, 32, 64, 128, 256])
+    ap.add_argument("--depths", type=int, nargs="+", default=[1, 4], help="summa: panels per local product")
     ap.add_argument("--grids", nargs="+", metavar="PRxPC", help="process grids (default: auto)")
     ap.add_argument("--truth-repeats", type=int, default=3)
     ap.add_argument("--iterations", type=int, default=10,
