@@ -19,7 +19,9 @@ result's structure is known. After anything was skipped, a LAPACK call that does
 its square matrix operands replaced by a well-conditioned matrix of the same shape, dtype and
 layout (``1`` on the diagonal, ``0.5 / n`` elsewhere; symmetric positive definite), and any other
 operand holding NaN or infinity replaced by one with zeros there (not charged to the path), so a
-factorisation never fails on stale data; the user's arrays are not written to.
+factorisation never fails on stale data; the user's arrays are not written to. A code whose
+control flow depends on such values (a convergence test on a skipped product) may take another
+path in a selective run than in a full one; keep such tests on values that kernels do not make.
 
 Not seen (each runs, and its time counts as computation between kernels, never skipped):
 
@@ -72,14 +74,14 @@ def _describe(x):
         return x
     if isinstance(x, np.generic):
         return x.item()
-    if isinstance(x, tuple):
+    if isinstance(x, (tuple, list)) and len(x) <= 16:     # (c, lower), subset_by_index=[0, 4]
         return tuple(_describe(v) for v in x)
     raise _Unseen
 
 
 def signature(args: tuple, kwargs: dict) -> tuple:
     """The kernel key of a call: each operand described (arrays by dtype + layout and shape,
-    scalars by value, tuples element-wise), keyword arguments as ``(name, description)`` in name
+    scalars by value, short tuples and lists element-wise), keyword arguments as ``(name, description)`` in name
     order, ``out`` left out. Raises ``_Unseen`` when no operand is a NumPy array. Local.
 
     >>> signature((np.ones((4, 3)), np.ones(3)), {})

@@ -31,12 +31,13 @@ def collect_reports(paths, out: str | None = None) -> dict:
         raise ValueError("no valid configuration in the reports")
     best = min(ok, key=lambda r: r["predicted_time"])
     merged = dict(first, results=results, best_config=best["config"],
-                  best_predicted_time=best["predicted_time"],
+                  best_predicted_time=best["predicted_time"], best_breakdown=best.get("breakdown") or None,
                   tuning_wall_time_s=sum(json.loads(Path(p).read_text()).get("tuning_wall_time_s", 0)
                                          for p in paths))
     if out:
         res = TuningResult(merged.get("strategy", "grid"), merged.get("mode", "selective"))
         res.results, res.best_config = results, best["config"]
         res.best_predicted_time, res.tuning_wall_time_s = best["predicted_time"], merged["tuning_wall_time_s"]
+        res.best_breakdown = merged["best_breakdown"]
         write_report(res, out)
     return merged
