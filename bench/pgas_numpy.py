@@ -2,7 +2,8 @@
 
     mpiexec -n 2 .venv-heat/bin/python bench/pgas_numpy.py      # with Heat (bench/setup_heat_env.sh)
     mpiexec -n 2 .venv/bin/python bench/pgas_numpy.py           # without Heat: the NumPy columns only
-    HPCSUITE_BENCH_ROWS=2000 ...                                 # problem size (rows; columns = rows / 2)
+    .venv/bin/python bench/pgas_numpy.py --rows 2000 --cube 256 --repeat 9
+    HPCSUITE_BENCH_ROWS=2000 ...                                 # --rows' default (columns = rows / 2)
 
 Rows (an ``n x n/2`` float64 array ``x`` and ``y``, rows BLOCKED over the ranks; Heat: split=0):
 
@@ -16,14 +17,17 @@ Rows (an ``n x n/2`` float64 array ``x`` and ``y``, rows BLOCKED over the ranks;
   redistributed first (Heat raises for operands of different splits, so its side is
   ``hx + ht.resplit(hz, 0)``, what a Heat user writes).
 * ``max(x*2+y)`` after ``np.abs``: chain + reduction.
+* with ``--cube N``: ``np.sqrt(a*2 + b)`` on ``N^3`` float64 arrays (BLOCKED along dimension 0)
+  against NumPy on the block: the per-operation overhead and memory behaviour at a large size.
 
 Each sample is the slowest rank's time after a barrier; the variants are interleaved sample by
 sample and the median of each is printed with the ratios. Torch (Heat) gets the same number of
 threads as NumPy's BLAS here (``common.THREADS``), set before Heat runs.
 
-Memory: the extra array-sized buffers a chain of 3 temporaries leaves at its peak, ours (windows
-made or kept in the pool, from ``pgas.memory``) vs NumPy's (``tracemalloc`` peak over the block).
+Memory: the extra array-sized buffers a chain leaves at its peak, ours (windows made or kept in
+the pool, from ``pgas.memory``) vs NumPy's (``tracemalloc`` peak over the block).
 """
+import argparse
 import os
 import statistics
 import time
@@ -46,8 +50,16 @@ try:
 except Exception as exc:                         # noqa: BLE001 - no Heat environment
     ht, why = None, f"{type(exc).__name__}: {exc}"
 
+ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+ap.add_argument("--rows", type=int, default=int(os.environ.get("HPCSUITE_BENCH_ROWS", "2000")),
+                help="rows of x and y (columns: rows / 2); default $HPCSUITE_BENCH_ROWS or 2000")
+ap.add_argument("--cube", type=int, default=0, metavar="N",
+                help="also time np.sqrt(a*2 + b) on N^3 float64 arrays against NumPy (0: skip)")
+ap.add_argument("--repeat", type=int, default=9, help="interleaved samples per variant (median)")
+args = ap.parse_args()
+
 rank, size = COMM.Get_rank(), COMM.Get_size()
-n = int(os.environ.get("HPCSUITE_BENCH_ROWS", "2000"))
+n = args.rows
 shape = (n, n // 2)
 rng = np.random.default_rng(1)
 X = rng.standard_normal(shape)
@@ -70,7 +82,7 @@ def sample(fn) -> float:
     return COMM.allreduce(time.perf_counter() - t0, op=MPI.MAX)
 
 
-def race(variants: dict, repeat: int = 9) -> dict:
+def race(variants: dict, repeat: int = args.repeat) -> dict:
     """Median time of each variant, samples interleaved (variant by variant, round by round)."""
     for fn in variants.values():
         fn()                                     # warm-up (pools, plans, caches)
@@ -106,11 +118,20 @@ rows = [
     ("x.T @ y", lambda: x.T @ y, None, (lambda: hx.T @ hy) if ht else None, X.T @ Y),
 ]
 
+if args.cube:
+    c3 = (args.cube,) * 3
+    A3 = pgas.from_numpy(rng.standard_normal(c3), root=None)
+    B3 = pgas.from_numpy(rng.standard_normal(c3), root=None)
+    al3, bl3 = A3.local.copy(), B3.local.copy()
+    rows.insert(0, (f"sqrt(|a*2+b|), {args.cube}^3", lambda: np.sqrt(abs(A3 * 2 + B3)),
+                    lambda: np.sqrt(abs(al3 * 2 + bl3)), None, None))
+
 tab = Table(f"DistArray NumPy interface, {shape[0]} x {shape[1]} float64, {THREADS} thread(s)/rank "
-            f"(median of 9, interleaved)",
+            f"(median of {args.repeat}, interleaved)",
             ["operation", "ours ms", "NumPy block ms", "ours/NumPy", "Heat ms", "Heat/ours"])
 for name, ours, local, heat, want in rows:
-    check(ours(), want, name)
+    if want is not None:
+        check(ours(), want, name)
     if heat is not None and name not in ("x.T @ y",):
         h = heat()
         if hasattr(h, "split") and h.split is not None:
@@ -132,20 +153,38 @@ if rank == 0 and ht is None:
 
 # ---------------------------------------------------------------------- memory of a chain
 block = xl.nbytes
-memory.drain_pool()
-live0 = pgas.live_segments()
-r = ((x * 2 + y) * 3 - x) / 2                    # 3 temporaries, then the result
-extra_ours = (pgas.live_segments() - live0 - 1) + memory.pooled_segments()
-del r
-tracemalloc.start()
-rn = ((xl * 2 + yl) * 3 - xl) / 2
-peak = tracemalloc.get_traced_memory()[1]
-tracemalloc.stop()
-extra_np = peak / block - 1
-del rn
-mem = Table("Memory of ((x*2 + y)*3 - x)/2: array-sized buffers besides the result, at the peak",
-            ["", "ours (windows live or pooled)", "NumPy (tracemalloc peak / block - 1)"])
-mem.add("buffers", extra_ours, round(extra_np, 2))
+
+
+def ours_extra(chain) -> int:
+    """Array-sized windows a chain leaves live (its dropped temporaries stay queued until the
+    next collective point) or pooled, besides its result. Collective."""
+    pgas.collect()
+    memory.drain_pool()
+    live0 = pgas.live_segments()
+    r = chain()
+    extra = pgas.live_segments() - live0 - 1 + memory.pooled_segments()
+    del r
+    pgas.collect()
+    return extra
+
+
+def numpy_extra(chain) -> float:
+    tracemalloc.start()
+    r = chain()
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    del r
+    return round(peak / block - 1, 2)
+
+
+mem = Table("Memory of a chain: array-sized buffers besides the result, at the peak",
+            ["chain", "ours (windows live or pooled)", "NumPy (tracemalloc peak / block - 1)"])
+mem.add("((x*2 + y)*3 - x)/2", ours_extra(lambda: ((x * 2 + y) * 3 - x) / 2),
+        numpy_extra(lambda: ((xl * 2 + yl) * 3 - xl) / 2))
+mem.add("np.sqrt(x*2 + y)", ours_extra(lambda: np.sqrt(x * 2 + y)), numpy_extra(lambda: np.sqrt(xl * 2 + yl)))
 mem.show()
 for a in (x, y, z):
     a.free()
+if args.cube:
+    A3.free()
+    B3.free()

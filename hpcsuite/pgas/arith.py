@@ -267,6 +267,10 @@ def ufunc_call(ufunc: np.ufunc, inputs, kwargs, elide: DistArray | None = None) 
     ValueError
         DistArray operands of different shapes or teams, arrays that do not broadcast.
     """
+    if not kwargs and ufunc.nout == 1:
+        r = _same_pattern_call(ufunc, inputs, elide)
+        if r is not None:
+            return r
     name = f"numpy.{ufunc.__name__}"
     bad = set(kwargs) - _UFUNC_KWARGS
     if bad:
@@ -323,6 +327,40 @@ def ufunc_call(ufunc: np.ufunc, inputs, kwargs, elide: DistArray | None = None) 
     finally:
         ops.free()
     return results[0] if ufunc.nout == 1 else tuple(results)
+
+
+_PLAIN_SCALARS = (int, float, complex, np.generic)
+
+
+def _same_pattern_call(ufunc, inputs, elide):
+    """The common case without the general machinery: no keywords, one output, every DistArray
+    operand in one pattern (on one team and device), the others Python or NumPy scalars. ``None``
+    when the case does not apply (the general path then decides, and raises what it raises).
+    Collective (allocation only)."""
+    ref = None
+    for x in inputs:
+        if isinstance(x, DistArray):
+            if x._freed:
+                return None
+            if ref is None:
+                ref = x
+            elif x.team is not ref.team or (x.device is not ref.device and x.device != ref.device) or \
+                    (x.pattern is not ref.pattern and x.pattern != ref.pattern):
+                return None
+        elif not isinstance(x, _PLAIN_SCALARS):
+            return None
+    if ref is None:
+        return None
+    # NumPy's type resolution on empty stand-ins (its errors, before any allocation)
+    dt = ufunc(*(np.empty(0, x.dtype) if isinstance(x, DistArray) else x for x in inputs)).dtype
+    if elide is not None and elide.dtype == dt and \
+            (elide.pattern is ref.pattern or elide.pattern == ref.pattern) and \
+            any(x is elide for x in inputs):
+        out = elide                 # a temporary nothing else refers to takes the result
+    else:
+        out = new_array(ref.shape, dt, ref)
+    ufunc(*(x.local if isinstance(x, DistArray) else x for x in inputs), out=out.local)
+    return out
 
 
 def _as_tuple(x):

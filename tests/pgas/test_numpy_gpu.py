@@ -91,3 +91,28 @@ def test_gpu_reductions_and_functions(team):
     with pytest.raises(TypeError, match="GPU"):
         np.cumsum(a, axis=0)
     a.free()
+
+
+def test_gpu_broadcast_elision_and_masked_reductions(team):
+    """Local broadcasting between DistArrays, reused temporaries, var/std over several axes and
+    where= reductions keep GPU blocks on the device."""
+    import cupy
+    ref = data((5, 3 * team.size + 1, 4), np.float64, 55)
+    a = on_gpu(ref, (N, B, N))
+    plane = on_gpu(ref[0], (B, N))
+    r = (a * 2 + plane) - 1.0                       # one array: the temporary takes the result
+    assert isinstance(r.local, cupy.ndarray)
+    check(r, ref * 2 + ref[0] - 1.0)
+    for axis in ((0, 2), (0, 1), (1, 2)):
+        got = np.var(a, axis=axis, ddof=1)
+        assert isinstance(got.local, cupy.ndarray)
+        check(got, np.var(ref, axis=axis, ddof=1))
+    mask = ref > -6                                 # (no row masked out entirely)
+    for func in ("sum", "mean", "any"):
+        got = getattr(np, func)(a, axis=1, where=mask)
+        assert isinstance(got.local, cupy.ndarray)
+        check(got, getattr(np, func)(ref, axis=1, where=mask))
+    check(np.max(a, where=mask, initial=-10.0), np.max(ref, where=mask, initial=-10.0))
+    del r, got
+    for x in (a, plane):
+        x.free()
