@@ -511,3 +511,88 @@ def test_run_full_is_the_slowest_rank_time(team):
     assert 0.15 <= t <= 0.15 + SLACK / 2          # the slowest rank's, not a sum
     assert team.allgather(t) == [t] * team.size
     assert run_full(lambda: None, comm=team.comm) < SLACK
+
+
+@pytest.mark.mpi
+def test_breakdown_of_the_critical_path(team):
+    """The predicted time split on the rank whose path is longest at the end: its own computation
+    and communication, and the rest as idle (waiting for others); they add up to the prediction.
+    Rank 0 computes longer before the collective; the last rank computes after it, so its path is
+    the longest and it waited for rank 0."""
+    last = team.size - 1
+    with Execution(Model(), "profile") as ex:
+        compute("pre", (1,), lambda: time.sleep(10 * NAP if team.rank == 0 else NAP))
+        team.Allreduce(MPI.IN_PLACE, np.zeros(1), op=MPI.SUM)
+        if team.rank == last:
+            compute("post", (1,), lambda: time.sleep(10 * NAP))
+    r = ex.result
+    b = r.breakdown
+    assert set(b) == {"computation", "communication", "idle"} and min(b.values()) >= 0
+    assert sum(b.values()) == pytest.approx(r.predicted, rel=1e-9)
+    assert r.critical_rank == last
+    assert b["computation"] >= (20 if team.size == 1 else 11) * NAP and b["communication"] > 0
+    if team.size == 1:                   # nobody to wait for
+        assert b["idle"] == pytest.approx(0.0, abs=1e-9)
+        assert (b["computation"], b["communication"]) == pytest.approx((r.computation, r.communication), rel=1e-9)
+    else:
+        assert b["computation"] < r.computation           # rank 0's longer part is not its own
+    assert team.allgather((r.critical_rank, b)) == [(r.critical_rank, b)] * team.size
+
+
+@pytest.mark.mpi
+def test_nested_kernels_are_part_of_the_outer_one(team):
+    model = Model(tolerance=0.1, confidence=0.9, min_samples=3)
+    inner = []
+
+    def outer():
+        inner.append(compute("inner", (1,), lambda: 7))
+        buf = np.ones(2)
+        team.Allreduce(MPI.IN_PLACE, buf, op=MPI.SUM)      # a collective inside a kernel: plain
+        inner.append(float(buf[0]))
+        time.sleep(NAP)
+        return "outer"
+
+    with Execution(model, "profile") as ex:
+        assert compute("outer", (1,), outer) == "outer"
+    assert inner == [7, float(team.size)] and ex.result.counts == {"outer": [1, 0]}
+    assert set(model.kernels) == {("comp", "outer", (1,))}
+    model.kernels.clear()
+    _seed(model, ("comp", "outer", (1,)))
+    with Execution(model, "selective") as ex:
+        assert compute("outer", (1,), outer) is None                 # skipped: nothing inside runs
+    assert inner == [7, float(team.size)] and ex.result.counts == {"outer": [0, 1]}
+
+
+class _Kernel:
+    """A computation kernel that says what a skipped call returns and whether it may be skipped."""
+
+    def __init__(self, skippable):
+        self.skippable, self.calls = skippable, 0
+
+    def __call__(self, a):
+        self.calls += 1
+        time.sleep(NAP)
+        return a + 1
+
+    def skipped_result(self):
+        return "zeros"
+
+
+@pytest.mark.mpi
+def test_kernels_that_say_what_a_skip_returns_or_that_they_cannot_be_skipped(team):
+    key = ("comp", "k", (1,))
+    model = Model(tolerance=0.1, confidence=0.9, min_samples=3)
+    _seed(model, key)
+    yes, no = _Kernel(True), _Kernel(False)
+    a = np.zeros(2)
+    with Execution(model, "selective") as ex:
+        assert compute("k", (1,), yes, a) == "zeros"
+        assert np.array_equal(compute("k", (1,), no, a), a + 1)      # steady, but not skippable yet
+    assert (yes.calls, no.calls) == (0, 1) and ex.result.counts == {"k": [1, 1]}
+    assert model.kernels[key].n == 4 and ex.result.computation >= CHARGE + NAP
+    # skeleton: a kernel that cannot be skipped runs, untimed, charged nothing, no sample
+    with Execution(model, "skeleton") as sk:
+        assert np.array_equal(compute("k", (1,), no, a), a + 1)
+        assert compute("k", (1,), yes, a) == "zeros"
+    assert (yes.calls, no.calls) == (0, 2) and sk.result.counts == {"k": [0, 2]}
+    assert model.kernels[key].n == 4 and sk.result.predicted < SLACK
