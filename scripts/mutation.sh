@@ -24,8 +24,12 @@
 # for collective code that a serial run meets only at one rank (deck.read_text's broadcast), the
 # serial survivors of those functions are then run against the module's MPI tests under
 # `mpiexec -n 2` with the mutant switched on (mutmut's MUTANT_UNDER_TEST), and a failure counts as
-# a kill ("killed only by the 2-rank MPI tests"). mutmut is installed into .venv when missing
-# (pip, the `mutation` extra).
+# a kill ("killed only by the 2-rank MPI tests"; a 2-rank run that hangs past 6x the clean run's
+# time, at least 60 s, counts as a kill too). A word of a serial selection that starts with "--"
+# is a pytest option for every run of that module: `--with-mpi` runs the module's MPI tests in the
+# serial pass too, at one rank (MPI started in mutmut's process, whose forked children use it:
+# tune.execution and les.statistics, whose every function is collective or called from one).
+# mutmut is installed into .venv when missing (pip, the `mutation` extra).
 #
 # Time: measured on a shared 2-core machine under a load of 7-20: pattern 19 min, dist 8 min,
 # deck 4 min, lint 6 min (about 40 min for all four; less on an idle machine). mutmut first runs the
@@ -45,6 +49,9 @@ MODULES=(
   "dist|hpcsuite/pgas/dist.py|tests/pgas/test_dist_maps.py tests/pgas/test_pattern_properties.py tests/pgas/test_pattern.py||"
   "deck|hpcsuite/deck.py|tests/test_deck.py tests/test_deck_validation.py|tests/test_deck_validation.py -k every_rank|x_read_text|x_load"
   "lint|hpcsuite/jobs/lint.py|tests/jobs/test_lint_rules.py tests/jobs/test_lint_render.py::test_clean_script_has_no_findings tests/jobs/test_lint_render.py::test_lint_catches_mistakes_with_line_numbers tests/jobs/test_lint_render.py::test_time_formats tests/jobs/test_lint_render.py::test_every_template_is_clean_and_renders tests/jobs/test_site.py::test_lint_knows_which_mpi_a_rendered_script_is_for tests/jobs/test_site.py::test_rendering_with_a_site_file||"
+  "stats|hpcsuite/tune/stats.py|tests/tune/test_stats.py tests/tune/test_stats_mutants.py tests/tune/test_path_stats.py||"
+  "execution|hpcsuite/tune/execution.py|--with-mpi tests/tune/test_execution_mutants.py tests/tune/test_execution.py::test_bad_mode|tests/tune/test_execution_mutants.py tests/tune/test_path_stats.py|xǁExecutionǁ[A-Za-z_]+|x_run_full"
+  "lesstats|hpcsuite/les/statistics.py|--with-mpi tests/les/test_statistics.py tests/les/test_statistics_mutants.py|tests/les/test_statistics.py tests/les/test_statistics_mutants.py|xǁStatisticsǁsample|xǁStatisticsǁwrite|x_global_max|x_group_sums"
 )
 
 # Equivalent mutants: "module|mutant name|reason". A mutant listed here is left out of the rate's
@@ -87,7 +94,7 @@ lint|hpcsuite.jobs.lint.x_lint_file__mutmut_6|encoding "UTF-8" for "utf-8": the 
 EOF
 )
 
-usage() { sed -n '2,34p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,38p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
 
 entry() {  # entry NAME -> "name|file|tests" or nothing
   local m
@@ -112,9 +119,10 @@ prepare() {  # prepare NAME FILE TESTS: a fresh work folder with mutmut's config
   else
     tar -C "$root" --exclude=__pycache__ --exclude=.hypothesis -cf - hpcsuite tests pyproject.toml | tar -C "$work" -xf -
   fi
-  local have=()
+  local have=() opts=()
   for t in $tests; do
-    if [ -e "$work/${t%%::*}" ]; then have+=("$t"); else echo "[mutation] $name: warning: $t does not exist, left out" >&2; fi
+    if [ "${t#--}" != "$t" ]; then opts+=("$t")          # a pytest option (e.g. --with-mpi) for every run
+    elif [ -e "$work/${t%%::*}" ]; then have+=("$t"); else echo "[mutation] $name: warning: $t does not exist, left out" >&2; fi
   done
   {
     echo "[mutmut]"
@@ -127,22 +135,28 @@ prepare() {  # prepare NAME FILE TESTS: a fresh work folder with mutmut's config
     echo "    no:cacheprovider"
     echo "    -o"
     echo "    addopts="
+    for t in "${opts[@]}"; do echo "    $t"; done
     echo "use_git_change_detection = false"
   } > "$work/setup.cfg"
 }
 
 mpi_phase() {  # mpi_phase NAME TESTS FILTER: survivors of matching functions against 2-rank MPI tests
-  local name=$1 tests=$2 filter=$3 work="$root/.mutation/$1" k rc
+  local name=$1 tests=$2 filter=$3 work="$root/.mutation/$1" k rc limit=300 t0
   : > "$work/mpi-killed.txt"; : > "$work/mpi.log"
   [ -n "$tests" ] || return 0
   mpi_run() {  # the selection at 2 ranks with mutant $1 active ("" = the original code)
-    (cd "$work/mutants" && MUTANT_UNDER_TEST="$1" timeout 300 nice -n 10 "$root/.venv/bin/mpiexec" -n 2 \
+    echo "=== mutant ${1:-(none)}" >> "$work/mpi.log"
+    (cd "$work/mutants" && MUTANT_UNDER_TEST="$1" timeout "$limit" nice -n 10 "$root/.venv/bin/mpiexec" -n 2 \
        "$py" -m pytest --with-mpi -m mpi -q -x -p no:cacheprovider $tests) < /dev/null >> "$work/mpi.log" 2>&1
   }
+  t0=$SECONDS
   if ! mpi_run ""; then
     echo "[mutation] $name: the 2-rank MPI selection fails on the original code, see .mutation/$name/mpi.log" >&2
     return 1
   fi
+  # a mutant that hangs (a message nobody receives) counts as killed once it takes 6x the clean
+  # run, at least 60 s
+  limit=$(( (SECONDS - t0) * 6 > 60 ? (SECONDS - t0) * 6 : 60 ))
   (cd "$work" && "$py" -m mutmut results 2>/dev/null) | sed -n 's/^ *\([^:]*\): \(survived\|no tests\)$/\1/p' |
     grep -E "\.($filter)__mutmut_" | while read -r k; do
       rc=0; mpi_run "$k" || rc=$?
