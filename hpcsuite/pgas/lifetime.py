@@ -110,14 +110,16 @@ def drain(team) -> None:
             gc.enable()
 
 
-def agree(team) -> int:
+def agree(team, observed: bool = True) -> int:
     """Release ``team``'s entries queued on every rank, including those the garbage collector
-    queued on some ranks only: one ``allgather`` of the queued sequence numbers. Collective.
+    queued on some ranks only: one ``allgather`` of the queued sequence numbers (through the
+    team's communication hooks, or, with ``observed=False``, on its communicator directly, as
+    part of a window allocation whose other calls are not observed either). Collective.
     Returns how many were released here."""
     drain(team)
     q = _queues.get(team, [])
     mine = sorted(e.seq for e in q)
-    everyone = team.allgather(mine)
+    everyone = team.allgather(mine) if observed else team.comm.allgather(mine)
     common = set(everyone[0]).intersection(*everyone[1:])
     _misses[team] = 0
     if not common:
@@ -140,7 +142,7 @@ def new_windows(team) -> None:
     agree on the first and then every :data:`AGREE_EVERY`-th such call. Collective."""
     n = _misses.get(team)
     if n is None or n + 1 >= AGREE_EVERY:
-        agree(team)
+        agree(team, observed=False)
     else:
         _misses[team] = n + 1
 
