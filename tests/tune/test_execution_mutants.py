@@ -596,3 +596,27 @@ def test_kernels_that_say_what_a_skip_returns_or_that_they_cannot_be_skipped(tea
         assert compute("k", (1,), yes, a) == "zeros"
     assert (yes.calls, no.calls) == (0, 2) and sk.result.counts == {"k": [0, 2]}
     assert model.kernels[key].n == 4 and sk.result.predicted < SLACK
+
+
+@pytest.mark.mpi
+def test_a_receiver_that_follows_a_skipped_send_charges_its_own_mean(team):
+    """A chain (no wrap-around): every sender is steady and skips its message; the last rank only
+    receives, is not steady itself (one sample of 5 s) and follows its sender: it charges its own
+    mean, which then dominates the predicted time."""
+    if team.size == 1:
+        pytest.skip("needs a sender and a receiver")
+    grid = team.grid(1, periods=False)
+    src, dst = grid.shift(0, 1)
+    sends, receives = int(dst != MPI.PROC_NULL), int(src != MPI.PROC_NULL)
+    out, inn = np.zeros(2), np.full(2, -1.0)
+    key = ("comm", "Sendrecv", 2, out.nbytes, sends, receives)
+    model = Model(tolerance=0.1, confidence=0.9, min_samples=3)
+    if sends:
+        _seed(model, key)
+    else:
+        _seed(model, key, 5.0, n=1)
+    with Execution(model, "selective", share=False) as ex:
+        grid.Sendrecv(out, dst, inn, src)
+    assert np.all(inn == -1.0) and ex.result.counts == {"Sendrecv": [0, 1]}
+    assert 5.0 <= ex.result.predicted < 5.0 + CHARGE + SLACK
+    grid.free()
