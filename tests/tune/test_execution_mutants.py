@@ -620,3 +620,18 @@ def test_a_receiver_that_follows_a_skipped_send_charges_its_own_mean(team):
     assert np.all(inn == -1.0) and ex.result.counts == {"Sendrecv": [0, 1]}
     assert 5.0 <= ex.result.predicted < 5.0 + CHARGE + SLACK
     grid.free()
+
+
+@pytest.mark.mpi
+def test_a_team_over_an_intercepted_communicator_is_one_kernel_per_call(team):
+    """A Team whose communicator tune.intercept made visible: its call is one kernel, and the call
+    inside it and the execution's own path messages on that communicator run plainly."""
+    from hpcsuite.runtime import Team
+    from hpcsuite.tune import intercept
+    t = Team(intercept(MPI.COMM_WORLD))
+    buf = np.ones(3)
+    with Execution(Model(), "profile") as ex:
+        t.Allreduce(MPI.IN_PLACE, buf, op=MPI.SUM)
+        total = t.allreduce(2)
+    assert np.all(buf == team.size) and total == 2 * team.size
+    assert ex.result.counts == {"Allreduce": [1, 0], "allreduce": [1, 0]}
