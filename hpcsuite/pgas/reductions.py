@@ -19,6 +19,15 @@ How (no rank ever holds more than its block plus one partial per grid coordinate
   other dimensions' distributions on a process grid spread over them (when none of them is
   distributed, the first one becomes ``BLOCKED``).
 
+* ``var`` / ``std`` over several (not all) axes: one step over all of them (their partial states
+  do not reduce one axis after another): each rank's block to one partial, the partials along the
+  split axes moved with one :func:`~hpcsuite.pgas.copy` and merged in grid order.
+* ``where=`` (``sum``, ``prod``, ``mean``, ``min``, ``max``, ``any``, ``all``, ``ufunc.reduce``):
+  a boolean scalar, NumPy array or DistArray broadcastable to the array (lined up as the operands
+  of an elementwise operation); the masked-out elements are replaced by the ufunc's identity (or
+  ``initial``, required for ``min`` / ``max`` as in NumPy) in one elementwise pass, then reduced;
+  ``mean`` divides the masked sum by the mask's count.
+
 Combinations follow NumPy's rules: dtypes from NumPy itself on empty stand-ins (``sum`` of int8
 is int64, ``mean`` of ints is float64), ``argmin`` / ``argmax`` return the first position in
 global order (also for ties and NaNs), ``var`` / ``std`` combine per-rank (mean, sum of squared
