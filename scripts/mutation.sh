@@ -137,6 +137,9 @@ prepare() {  # prepare NAME FILE TESTS: a fresh work folder with mutmut's config
     echo "    addopts="
     for t in "${opts[@]}"; do echo "    $t"; done
     echo "use_git_change_detection = false"
+    # a mutant that hangs (a message nobody receives) is stopped after 5x its tests' time (plus
+    # 5 s; mutmut's default 15x), a timeout, which the rate leaves out of its denominator
+    echo "timeout_multiplier = 5.0"
   } > "$work/setup.cfg"
 }
 
