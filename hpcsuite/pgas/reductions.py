@@ -22,7 +22,8 @@ How (no rank ever holds more than its block plus one partial per grid coordinate
 * ``var`` / ``std`` over several (not all) axes: one step over all of them (their partial states
   do not reduce one axis after another): each rank's block to one partial, the partials along the
   split axes moved with one :func:`~hpcsuite.pgas.copy` and merged in grid order.
-* ``where=`` (``sum``, ``prod``, ``mean``, ``min``, ``max``, ``any``, ``all``, ``ufunc.reduce``):
+* ``where=`` (``sum``, ``prod``, ``mean``, ``min``, ``max``, ``any``, ``all``, ``ufunc.reduce``,
+  and ``var`` / ``std``, whose partials then carry per-element counts):
   a boolean scalar, NumPy array or DistArray broadcastable to the array (lined up as the operands
   of an elementwise operation); the masked-out elements are replaced by the ufunc's identity (or
   ``initial``, required for ``min`` / ``max`` as in NumPy) in one elementwise pass, then reduced;
@@ -144,6 +145,51 @@ class _Var:
         with np.errstate(invalid="ignore", divide="ignore"):
             v = state[1] / builtins.max(n - self.ddof, 0)
         v = v.astype(self.vdt, copy=False)
+        return xp.sqrt(v) if self.root else v
+
+
+class _MaskedVar:
+    """(count, mean, sum of squared deviations) per element of the partial, over the elements a
+    mask selects (``var``/``std`` with ``where=``); merged as :class:`_Var`, with per-element
+    counts (a partial that selected nothing has count 0 and changes nothing)."""
+
+    def __init__(self, in_dtype, dtype, ddof, root: bool, mask):
+        v = _Var(in_dtype, dtype, ddof, root)
+        self.mdt, self.vdt, self.ddof, self.root = v.mdt, v.vdt, ddof, root
+        self.dtypes = [np.dtype(np.float64), self.mdt, self.vdt]
+        self.mask = mask            # the mask's block, in the order of the blocks passed to local
+
+    def local(self, xp, block, axis):
+        w = self.mask.reshape(block.shape)
+        c = xp.sum(w, axis=axis, dtype=np.float64, keepdims=True)
+        s = xp.sum(xp.where(w, block, 0), axis=axis, dtype=self.mdt, keepdims=True)
+        m = (s / xp.where(c > 0, c, 1)).astype(self.mdt, copy=False)
+        d = xp.where(w, block - m, 0)
+        d = (d.real ** 2 + d.imag ** 2) if d.dtype.kind == "c" else d * d
+        return [c, m, xp.sum(d, axis=axis, dtype=self.vdt, keepdims=True)]
+
+    def combine(self, xp, parts, axis, counts):
+        cs, means, m2s = parts
+        shape = list(means.shape)
+        shape[axis] = 1
+
+        def at(x, k):
+            return x[(slice(None),) * axis + (slice(k, k + 1),)]
+        na, ma, qa = xp.zeros(shape, np.float64), xp.zeros(shape, self.mdt), xp.zeros(shape, self.vdt)
+        for k in range(means.shape[axis]):
+            nb, mb, qb = at(cs, k), at(means, k), at(m2s, k)
+            n = na + nb
+            f = nb / xp.where(n > 0, n, 1)
+            d = mb - ma
+            dd = (d.real ** 2 + d.imag ** 2) if d.dtype.kind == "c" else d * d
+            ma = (ma + d * f).astype(self.mdt, copy=False)
+            qa = (qa + qb + dd * (na * f)).astype(self.vdt, copy=False)
+            na = n
+        return [na, ma, qa]
+
+    def final(self, xp, state, n):
+        with np.errstate(invalid="ignore", divide="ignore"):
+            v = (state[2] / xp.maximum(state[0] - self.ddof, 0)).astype(self.vdt, copy=False)
         return xp.sqrt(v) if self.root else v
 
 
@@ -643,8 +689,8 @@ def _mean_dtype(a, dtype, func):
 def var(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=True, mean=None,
         correction=None):
     """``numpy.var`` (``ddof``; ``correction`` as the array API's name of it) over ``axis``:
-    ``None``, an int or a tuple of ints. Collective. ``where=`` and ``mean=`` raise
-    ``TypeError``."""
+    ``None``, an int or a tuple of ints, ``where=`` (as for :func:`sum`). Collective. ``mean=``
+    raises ``TypeError``."""
     return _var("var", a, axis, dtype, out, ddof, keepdims, where, mean, correction, False)
 
 
@@ -655,7 +701,7 @@ def std(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=Tru
 
 
 def _var(func, a, axis, dtype, out, ddof, keepdims, where, mean_, correction, root):
-    _check_common(func, a, out, where, ("mean",) if mean_ is not None else ())
+    _check_common(func, a, out, where, ("mean",) if mean_ is not None else (), where_ok=True)
     if correction is not None:
         if ddof != 0:
             raise ValueError(f"numpy.{func}: ddof and correction can't be provided simultaneously.")
@@ -664,7 +710,11 @@ def _var(func, a, axis, dtype, out, ddof, keepdims, where, mean_, correction, ro
     _mean_dtype(a, dtype, func)
     if isinstance(ddof, (bool, np.bool_)) or not isinstance(ddof, (int, float, np.integer, np.floating)):
         raise TypeError(f"numpy.{func}: ddof must be a number, got {ddof!r}")
-    return _run(a, lambda: _Var(a.dtype, dtype, ddof, root), axes, keepdims, out, together=True)
+    if _all_true(where):
+        return _run(a, lambda: _Var(a.dtype, dtype, ddof, root), axes, keepdims, out, together=True)
+    m = _mask(a, where)
+    block = m.local if not a.pattern.tiled else a.pattern.storage_to_local(m.local)
+    return _run(a, lambda: _MaskedVar(a.dtype, dtype, ddof, root, block), axes, keepdims, out, together=True)
 
 
 def argmin(a, axis=None, out=None, *, keepdims=False):

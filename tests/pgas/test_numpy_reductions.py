@@ -18,7 +18,7 @@ from numpy_layouts import B, C, N, BC, Comms, data, dist_array, gathered, layout
 pytestmark = pytest.mark.mpi
 
 FUNCS = ("sum", "prod", "mean", "var", "std", "min", "max", "argmin", "argmax", "any", "all")
-WHERE_FUNCS = ("sum", "prod", "mean", "min", "max", "any", "all")
+WHERE_FUNCS = ("sum", "prod", "mean", "var", "std", "min", "max", "any", "all")
 
 
 def compare(got, want, n, func):
@@ -169,7 +169,7 @@ def test_bad_arguments_raise_alike(team):
         (lambda: np.sum(a, axis=2), np.exceptions.AxisError, "axis 2"),
         (lambda: np.sum(a, axis=(0, 0)), ValueError, "duplicate"),
         (lambda: np.var(a, axis=(0, 1, 0)), ValueError, "duplicate"),
-        (lambda: np.var(a, where=False), TypeError, "where"),
+        (lambda: np.var(a, mean=np.zeros(4)), TypeError, "mean"),
         (lambda: np.sum(a, where=np.ones(3, bool)), ValueError, "broadcast"),
         (lambda: np.sum(a, where=np.ones(4)), TypeError, "boolean"),
         (lambda: np.max(a, where=np.ones(4, bool)), ValueError, "initial"),
