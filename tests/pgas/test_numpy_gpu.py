@@ -113,6 +113,9 @@ def test_gpu_broadcast_elision_and_masked_reductions(team):
         assert isinstance(got.local, cupy.ndarray)
         check(got, getattr(np, func)(ref, axis=1, where=mask))
     check(np.max(a, where=mask, initial=-10.0), np.max(ref, where=mask, initial=-10.0))
+    got = np.std(a, axis=(0, 2), where=mask)
+    assert isinstance(got.local, cupy.ndarray)
+    check(got, np.std(ref, axis=(0, 2), where=mask))
     del r, got
     for x in (a, plane):
         x.free()
