@@ -683,7 +683,9 @@ class DistArray(NDArrayOperatorsMixin):
 # same for DistArray temporaries (results of the NumPy protocols): an operand whose reference count
 # inside the operator method is that of an expression temporary, measured once at import with a
 # probe class called the same way (a named operand counts one more). Where an interpreter counts
-# a named operand like a temporary (stack references borrowed), elision stays off.
+# a named operand like a temporary (stack references borrowed), elision stays off. Whether a new
+# (collectively allocated) array is made then depends on the references held: SPMD code holds
+# them alike on every rank, as it must for the releases (see DistArray's notes).
 
 def _probe_counts():
     class P:
