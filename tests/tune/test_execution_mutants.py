@@ -145,18 +145,6 @@ def test_selective_skips_steady_kernels_and_charges_their_means(team):
 
 
 @pytest.mark.mpi
-def test_selective_decides_once_per_kernel_until_its_statistics_change(team):
-    """A kernel not yet steady runs until its own samples are; from then on it is skipped."""
-    model = Model(tolerance=0.5, confidence=0.5, min_samples=3)
-    calls = []
-    with Execution(model, "selective", share=False) as ex:
-        for _ in range(6):
-            compute("nap", (1,), _nap(calls))
-    assert ex.result.counts["nap"] == [3, 3] and len(calls) == 3
-    assert model.kernels[("comp", "nap", (1,))].n == 3
-
-
-@pytest.mark.mpi
 def test_skeleton_runs_nothing_and_charges_nothing(team):
     model = Model()
     _seed(model, ("comp", "nap", (1,)), 1.0)
