@@ -17,6 +17,10 @@ hourly mean profiles, moist and dry cases), a checkpoint that a rerun continues 
 (also written on SIGUSR1, e.g. a batch job's time-limit warning; the run then exits 85).
 
 Run: ``mpiexec -n 4 hpcsuite run inputs/taylor_green.toml``; plots: ``hpcsuite les plot DIR``.
+
+This module reads and checks the deck and runs the loop (steps, outputs, checkpoints); the model
+itself (fields and physics terms for the case, initial atmosphere, exact errors, statistics) is
+assembled by :mod:`hpcsuite.les.assembly`, and the outputs' restart state is :mod:`hpcsuite.les.restart`.
 """
 from __future__ import annotations
 
@@ -25,9 +29,10 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
-
 from hpcsuite import deck as dk
+from hpcsuite.les.assembly import (MOIST, case_folder, case_profiles, diffusivities, exact_error, initialise,
+                                   make_grid, make_model, make_statistics, scheme_of, velocity_scale)
+from hpcsuite.les.restart import load_outputs_state, outputs_state_path, save_outputs_state
 from hpcsuite.runtime import EXIT_CHECKPOINTED, EXIT_FAILURE, CheckpointRequest, InputError, Timers, gpu_status
 
 NAME = "les"
@@ -36,7 +41,6 @@ SUMMARY = "DALES-style LES: Taylor-Green, advected sine, dry CBL, BOMEX cumulus;
 
 SCHEMES = ("2nd", "5th")
 _SCHEME_OR_GROUP = ("",) + SCHEMES
-TWO_PI = 2.0 * math.pi
 
 SCHEMA = dk.Schema({
     "app": {
@@ -119,86 +123,11 @@ SCHEMA = dk.Schema({
         "advection": "schemes per variable", "subgrid": "subgrid closure", "physics": "constants, surface",
         "time": "RK3 stepping", "decomposition": "process grid", "output": "results and checkpoints"})
 
-MOIST = ("bomex", "dales")
 
-
-# ---------------------------------------------------------------------- deck helpers
-def field_names(deck) -> list[str]:
-    kind = deck.case.kind
-    names = ["u", "v", "w"]
-    if kind in ("advect_sine", "cbl") or kind in MOIST:
-        names.append("thl")
-    if kind in MOIST:
-        names.append("qt")
-    if deck.subgrid.scheme == "tke":
-        names.append("e12")
-    return names
-
-
-def scheme_of(deck, var: str) -> str:
-    a = deck.advection
-    return a[var] or (a.momentum if var in ("u", "v", "w") else a.scalars)
-
-
-def make_grid(deck):
-    from hpcsuite.les.grid import Grid
-    g = deck.grid
-    if g.stretch == 1.0:
-        return Grid.uniform(g.nx, g.ny, g.nz, g.xsize, g.ysize, g.zsize)
-    d = g.stretch ** np.arange(g.nz)
-    return Grid.stretched(g.nx, g.ny, g.xsize, g.ysize, np.concatenate(([0.0], np.cumsum(d))) * g.zsize / d.sum())
-
-
-def diffusivities(deck) -> tuple[float, float]:
-    s = deck.subgrid
-    if s.scheme != "constant":
-        return 0.0, 0.0
-    return s.nu, (s.nu if s.kappa < 0 else s.kappa)
-
-
-def velocity_scale(deck, grid) -> tuple[float, float]:
-    """Largest |u| and |v| of the initial state (for the fixed-step check)."""
-    kind, c = deck.case.kind, deck.case
-    if kind == "taylor_green":
-        return abs(c.amplitude), abs(c.amplitude) * grid.ysize / grid.xsize
-    if kind == "advect_sine":
-        return abs(c.velocity), 0.0
-    prof = case_profiles(deck, grid)
-    cu, cv = galilean_shift(deck, prof)
-    # the initial wind in the moving frame plus ~2 m/s of convective motion to come
-    return (float(np.max(np.abs(prof["u"] - cu))) + 2.0, float(np.max(np.abs(prof["v"] - cv))) + 2.0)
-
-
-def galilean_shift(deck, prof) -> tuple[float, float]:
-    """``(cu, cv)``: the middle of the initial wind's range (as DALES), or zero."""
-    if not deck.physics.galilean:
-        return 0.0, 0.0
-    return (0.5 * (float(np.max(prof["u"])) + float(np.min(prof["u"]))),
-            0.5 * (float(np.max(prof["v"])) + float(np.min(prof["v"]))))
-
-
-def case_profiles(deck, grid) -> dict:
-    """Initial and forcing profiles (host arrays at zf; keys of :mod:`hpcsuite.les.cases`) of the
-    atmospheric cases (PHYSICS readers)."""
-    from hpcsuite.les import cases
-    c = deck.case
-    if c.kind == "bomex":
-        return dict(cases.bomex_profiles(grid.zf))
-    if c.kind == "cbl":
-        return dict(cases.cbl_profiles(grid.zf, theta0=c.thl0, h0=c.zi0, gamma=c.gamma))
-    return dict(cases.read_dales_case(case_folder(deck), c.expnr, grid.zf))
-
-
-def case_folder(deck) -> Path:
-    """``[case] folder``; a relative one is relative to the deck's folder (like eigen's ``[problem]
-    file``), so a deck and its DALES case files can be copied or installed together."""
-    p = Path(deck.case.folder)
-    return p if p.is_absolute() else Path(deck.path).resolve().parent / p
-
-
+# ---------------------------------------------------------------------- the deck
 def check(deck, team) -> None:
     """Cross-key checks before the run: process grid and pencils, fixed step against the limits,
-    DALES case files, the device."""
+    DALES case files, the device. Local (the runner agrees on the outcome over the ranks)."""
     from hpcsuite.les.state import process_grid
     from hpcsuite.les.timestep import COURANT_LIMIT, DIFFUSION_LIMIT, TimeStepper
     from hpcsuite.solvers.poisson import choose_layout
@@ -254,135 +183,6 @@ def check(deck, team) -> None:
             raise deck.fail("app", "device", f"= 'gpu' but no GPU is usable here: {why}")
 
 
-# ---------------------------------------------------------------------- set-up
-def make_model(deck, team, timers=None):
-    """The model for the deck (fields at zero, terms wired). Collective."""
-    from hpcsuite.les.advection import Advection
-    from hpcsuite.les.model import build
-    from hpcsuite.les.timestep import TimeStepper
-    grid = make_grid(deck)
-    names = field_names(deck)
-    adv = Advection({v: scheme_of(deck, v) for v in names})
-    t = deck.time
-    stepper = TimeStepper(courant=t.courant, peclet=t.peclet, dt_max=t.dt_max, dt_fixed=t.dt or None,
-                          blowup_courant=t.blowup_courant)
-    before, after, extra = physics_terms(deck, grid)
-    nu, kappa = diffusivities(deck)
-    m = build(grid, team, names, adv, before=before, after=after, dims=deck.decomposition.dims,
-              device=deck.app.device, stepper=stepper, k_const=max(nu, kappa), timers=timers,
-              params=extra.get("params"))
-    return m
-
-
-def physics_terms(deck, grid):
-    """``(before, after, extra)``: the terms around the advection for the case (PHYSICS modules)."""
-    from hpcsuite.les import subgrid
-    s, p, kind = deck.subgrid, deck.physics, deck.case.kind
-    before, after = [], []
-    params = {"th0": p.th0, "ps": p.ps, "lat": p.lat, "wthl": p.wthl, "wqt": p.wqt, "ustar": p.ustar,
-              "cs": s.cs, "prandtl": s.prandtl}
-    if kind in ("cbl",) + MOIST:
-        from hpcsuite.les import surface, thermo
-        before.append(surface.PrescribedSurface(params))
-        before.append(thermo.Thermo(params) if kind in MOIST else thermo.DryThermo(params))
-    nu, kappa = diffusivities(deck)
-    if s.scheme == "constant" and (nu or kappa):
-        after.append(subgrid.ConstantViscosity(nu, kappa))
-    elif s.scheme == "smagorinsky":
-        after.append(subgrid.Smagorinsky(params))
-    elif s.scheme == "tke":
-        after.append(subgrid.SubgridTKE(params))
-    if kind in MOIST:
-        from hpcsuite.les import forcings
-        if p.lat:
-            after.append(forcings.Coriolis(params))
-        after.append(forcings.Subsidence())
-        after.append(forcings.PrescribedTendencies())
-    return before, after, {"params": params}
-
-
-def initialise(deck, model) -> None:
-    """Set the initial fields (interiors; halos follow) and the case's profiles. Collective."""
-    ctx, g, xp = model.ctx, model.ctx.grid, model.ctx.xp
-    f = ctx.fields
-    c, kind = deck.case, deck.case.kind
-    xc, xf = g.x_cells()[:, None, None], g.x_faces()[:, None, None]
-    yc, yf = g.y_cells()[None, :, None], g.y_faces()[None, :, None]
-    put = (lambda name, a: f[name].__setitem__(Ellipsis, xp.asarray(np.broadcast_to(a, f[name].shape).copy())))
-    if kind == "taylor_green":
-        kx, ky = TWO_PI / g.xsize, TWO_PI / g.ysize
-        put("u", c.amplitude * np.cos(kx * xf) * np.sin(ky * yc))
-        put("v", -c.amplitude * (kx / ky) * np.sin(kx * xc) * np.cos(ky * yf))
-    elif kind == "advect_sine":
-        put("u", np.full((1, 1, 1), c.velocity))
-        put("thl", c.amplitude * np.sin(c.wavenumber * TWO_PI / g.xsize * xc))
-    else:
-        init_atmosphere(deck, model)
-    model.update_halos()
-
-
-def init_atmosphere(deck, model) -> None:
-    """Profiles, base state and perturbed initial fields of the cbl and moist cases. Local."""
-    from hpcsuite.les import cases, thermo
-    from hpcsuite.les.subgrid import E12MIN
-    ctx, g, xp = model.ctx, model.ctx.grid, model.ctx.xp
-    f, c, p = ctx.fields, deck.case, deck.physics
-    prof = case_profiles(deck, g)
-    ctx.galilean = galilean_shift(deck, prof)
-    cu, cv = ctx.galilean
-    ctx.base = thermo.base_state(g, p.ps, p.th0, prof["thl"], prof["qt"], xp)
-    ctx.profiles = cases.profiles_for_model(prof, xp)
-    # the same random numbers whatever the decomposition: draw the global field, take the block
-    rng = np.random.default_rng(c.seed)
-    shape = (g.nx, g.ny, g.nz)
-    pert, qpert = rng.uniform(-1.0, 1.0, shape), rng.uniform(-1.0, 1.0, shape)
-    below = cases.BOMEX["perturb_below"] if c.kind in MOIST else max(0.5 * c.zi0, 2.5 * float(g.dzf[0]))
-    low = (g.zf < below).astype(float)
-    ix = np.arange(g.i0 - g.h, g.i0 + g.nxl + g.h) % g.nx
-    iy = np.arange(g.j0 - g.h, g.j0 + g.nyl + g.h) % g.ny
-    block = (lambda a: a[np.ix_(ix, iy)])                             # noqa: E731
-
-    def put(name, a):
-        f[name][...] = xp.asarray(np.ascontiguousarray(np.broadcast_to(a, f[name].shape)))
-    put("u", prof["u"] - cu)
-    put("v", prof["v"] - cv)
-    put("thl", prof["thl"] + c.perturbation * block(pert) * low)
-    if "qt" in f:
-        put("qt", prof["qt"] + cases.BOMEX["perturb_qt"] * block(qpert) * low)
-    if "e12" in f:
-        put("e12", np.maximum(prof.get("tke", np.zeros(g.nz)), E12MIN))     # DALES: the tke column is e12
-
-
-def exact_error(deck, model) -> dict | None:
-    """Max errors against the exact solution (verification cases), reduced over ranks. Collective."""
-    from mpi4py import MPI
-    ctx, g = model.ctx, model.ctx.grid
-    c, t = deck.case, model.t
-    I, J = g.interior
-    xc, xf = g.x_cells()[:, None, None], g.x_faces()[:, None, None]
-    yc, yf = g.y_cells()[None, :, None], g.y_faces()[None, :, None]
-    host = {n: np.asarray(a.get() if hasattr(a, "get") else a) for n, a in ctx.fields.items()}
-
-    def err(name, ref):
-        return float(np.abs(host[name] - np.broadcast_to(ref, host[name].shape))[I, J].max())
-    errs = {}
-    if c.kind == "taylor_green":
-        kx, ky = TWO_PI / g.xsize, TWO_PI / g.ysize
-        e = math.exp(-diffusivities(deck)[0] * (kx * kx + ky * ky) * t)
-        errs["u"] = err("u", c.amplitude * np.cos(kx * xf) * np.sin(ky * yc) * e)
-        errs["v"] = err("v", -c.amplitude * (kx / ky) * np.sin(kx * xc) * np.cos(ky * yf) * e)
-        errs["w"] = err("w", 0.0)
-    elif c.kind == "advect_sine":
-        k = c.wavenumber * TWO_PI / g.xsize
-        decay = math.exp(-diffusivities(deck)[1] * k * k * t)
-        errs["thl"] = err("thl", c.amplitude * np.sin(k * (xc - c.velocity * t)) * decay)
-    else:
-        return None
-    vals = np.array([errs[k] for k in sorted(errs)])
-    ctx.team.Allreduce(MPI.IN_PLACE, vals, op=MPI.MAX)
-    return dict(zip(sorted(errs), vals.tolist()))
-
-
 # ---------------------------------------------------------------------- the run
 class _Schedule:
     """Output times every ``every`` seconds; ``cap`` limits a step to land on the next one."""
@@ -399,6 +199,8 @@ class _Schedule:
 
 
 def run(deck, ctx) -> int:
+    """Run the checked deck to ``[time] t_end`` (or a checkpoint request) and write its outputs;
+    return the exit code. Collective."""
     from hpcsuite.les.io import CrossSections, checkpoint_exists, load_checkpoint, save_checkpoint, write_fields
     from hpcsuite.les.timestep import BlowUp
     team, log = ctx.team, ctx.log
@@ -510,56 +312,3 @@ def _finish_outputs(deck, model, stats, sections, out: Path) -> None:
         stats.write(out / "stats.h5", attrs={"case": deck.case.kind})
     if sections is not None:
         sections.write(out / "sections.h5")
-
-
-def outputs_state_path(ckpt) -> Path:
-    """Where the statistics and cross-section accumulators go beside a checkpoint."""
-    return Path(f"{ckpt}.outputs.pkl")
-
-
-def _state_of(obj) -> dict | None:
-    return None if obj is None else {k: v for k, v in vars(obj).items() if k not in ("team", "grid")}
-
-
-def save_outputs_state(ckpt, t: float, stats, sections, team) -> None:
-    """Rank 0 pickles the accumulated statistics and cross-sections (time ``t``) beside the
-    checkpoint, atomically, so that a restarted run continues its averages. Collective (barrier)."""
-    if team.rank == 0:
-        import os
-        import pickle
-        path = outputs_state_path(ckpt)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.part-{os.getpid()}")
-        with open(tmp, "wb") as f:
-            pickle.dump({"t": float(t), "stats": _state_of(stats), "sections": _state_of(sections)}, f)
-        os.replace(tmp, path)
-    team.barrier()
-
-
-def load_outputs_state(ckpt, t: float, stats, sections, team) -> bool:
-    """Restore what :func:`save_outputs_state` wrote for the checkpoint time ``t`` (on every rank:
-    the statistics are kept alike everywhere). Collective. False when there is none for ``t``."""
-    state = None
-    path = outputs_state_path(ckpt)
-    if team.rank == 0 and path.is_file():
-        import pickle
-        with open(path, "rb") as f:
-            state = pickle.load(f)
-        if state.get("t") != float(t):
-            state = None
-    state = team.bcast(state)
-    if state is None:
-        return stats is None and sections is None
-    for obj, key in ((stats, "stats"), (sections, "sections")):
-        if obj is not None and state.get(key) is not None:
-            vars(obj).update(state[key])
-    return True
-
-
-def make_statistics(deck, model):
-    """The PHYSICS statistics for the atmospheric cases (None for the verification cases)."""
-    if deck.case.kind not in ("cbl",) + MOIST or not deck.output.stats_every:
-        return None
-    from hpcsuite.les.statistics import Statistics
-    return Statistics(model.ctx.team, model.ctx.grid, interval=3600.0)
-

@@ -3,7 +3,10 @@
 Modules, one job each: ``grid`` (staggered grid, rank blocks), ``state`` (fields, step context,
 the vertical grid on the device), ``horizontal`` (slab sums and means over all ranks),
 ``constants`` (the physical constants), ``advection``, ``pressure``, ``timestep`` (RK3, adaptive
-dt), ``model`` (the loop), ``io`` (fields, cross-sections, checkpoints) -- the dynamics;
+dt), ``model`` (the loop), ``io`` (fields, cross-sections, checkpoints), ``restart`` (the
+statistics' and cross-sections' state beside a checkpoint) -- the dynamics; ``assembly`` -- a
+configured run's fields, physics terms, initial atmosphere and statistics (what the les application
+builds from its deck);
 ``thermo``, ``subgrid``, ``surface``, ``forcings``, ``cases``, ``statistics``, ``plot`` -- the
 physics; ``ops`` -- the operators the terms call, each with one entry point, its array-API reference
 and the kernels registered for it, chosen in one place (``ops.select("reference")`` runs the
