@@ -497,7 +497,7 @@ def _along_many(a: DistArray, kind, axes, keepdims: bool) -> DistArray:
         r.local[...] = res if keepdims else res.reshape(r.local.shape)
         return r
     wdist = [NONE if d in axes else specs[d] for d in range(nd)]
-    if all(wdist[d].kind == "none" for d in range(nd) if d not in axes):
+    if builtins.all(wdist[d].kind == "none" for d in range(nd) if d not in axes):
         wdist[next(d for d in range(nd) if d not in axes)] = BLOCKED
     wdist = tuple(wdist)
     wgrid = tuple(1 if s.kind == "none" else 0 for s in wdist)
