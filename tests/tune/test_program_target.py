@@ -1,7 +1,8 @@
 """``hpcsuite tune`` on a user's plain mpi4py code (target ``program``): the shipped deck's
 program (examples/10, SUMMA with mpi4py + NumPy only) tuned at 2 ranks with every configuration
-also run fully, the report's breakdowns adding up to its predictions; bad ``[program]`` tables
-refused with one line naming the key, before any run."""
+also run fully, the report's breakdowns adding up to its predictions, the plot written; bad
+``[program]`` tables refused with one line naming the key (the check every rank runs before any
+run)."""
 import json
 import tomllib
 from pathlib import Path
@@ -25,8 +26,8 @@ def _deck(tmp_path, **program):
     raw = tomllib.loads(SHIPPED.read_text())
     raw["program"]["file"] = str((SHIPPED.parent / raw["program"]["file"]).resolve())
     raw["program"]["args"] = {"n": 96}
-    raw["program"]["space"] = {"panel": [16, 48], "grid": [[1, 2], [2, 1]]}
-    raw["tune"].update(iterations=2, remeasure=1, report=str(tmp_path / "r.json"), plot="")
+    raw["program"]["space"] = {"panel": [16, 48], "grid": [[1, 2]]}
+    raw["tune"].update(iterations=2, remeasure=1, report=str(tmp_path / "r.json"), plot=str(tmp_path / "r.png"))
     for k, v in program.items():
         if v is None:
             raw["program"].pop(k, None)
@@ -50,7 +51,7 @@ def test_shipped_program_deck_tunes_the_plain_example_with_breakdowns(tmp_path):
     assert p.returncode == 0, p.stdout + p.stderr
     res = json.loads((tmp_path / "r.json").read_text())
     configs = [r["config"] for r in res["results"]]
-    assert len(configs) == 4 and all(r["status"] == "ok" and r["measured_time"] > 0 for r in res["results"])
+    assert len(configs) == 2 and all(r["status"] == "ok" and r["measured_time"] > 0 for r in res["results"])
     assert res["best_config"] in configs and res["ranks"] == 2
     for r in res["results"]:
         b = r["breakdown"]
@@ -58,6 +59,11 @@ def test_shipped_program_deck_tunes_the_plain_example_with_breakdowns(tmp_path):
         assert sum(b.values()) == pytest.approx(r["predicted_time"], rel=1e-9)
     assert sum(res["best_breakdown"].values()) == pytest.approx(res["best_predicted_time"], rel=1e-9)
     assert "predicted critical path: computation" in p.stdout + p.stderr
+    try:                                      # the plot stacks computation, communication and idle
+        import matplotlib  # noqa: F401
+        assert (tmp_path / "r.png").stat().st_size > 1000
+    except ImportError:
+        pass
 
 
 @pytest.mark.parametrize("change, words", [
@@ -75,15 +81,6 @@ def test_bad_program_tables_are_refused_naming_the_key(tmp_path, change, words):
         check(dk.parse(raw, SCHEMA, "d.toml"), _Team())
     msg = str(err.value)
     assert "\n" not in msg and all(w in msg for w in words), msg
-
-
-def test_bad_program_deck_exits_2_with_one_line_before_any_run(tmp_path):
-    path = _write(tmp_path, _deck(tmp_path, function="no_such"))
-    p = run_cmd([HPCSUITE, "tune", path], nranks=2, timeout=60, env=ENV)
-    assert p.returncode == 2, p.stdout + p.stderr
-    lines = [ln for ln in p.stderr.splitlines() if ln.strip()]
-    assert len(lines) == 1 and "[program] function" in lines[0], p.stderr
-    assert not (tmp_path / "r.json").exists()
 
 
 def test_program_keys_are_refused_for_the_packaged_targets(tmp_path):
