@@ -44,6 +44,7 @@ from hpcsuite.runtime import InputError, optional
 
 from . import netif, preflight, procs
 from .cephconf import cephx_key, free_port, render_conf, write_keyring
+from .poll import poll_until
 from .radosstore import RADOS_HINT, rados_client
 from .store import StagingError
 
@@ -319,16 +320,17 @@ def _run(argv, d: Path, timeout: float = 60) -> str:
 
 
 def _connect(dep: _Deployment, conf: Path, deadline: float):
-    while True:
+    def attempt(left):
         dep.check_alive()
-        left = deadline - _now()
         if left <= 0:
-            raise StagingError(f"ceph: the monitor mon.a did not answer in time; see its log "
-                               f"{dep.dir / 'logs' / 'mon.a.log'} (last lines: {procs.tail(dep.dir / 'logs' / 'mon.a.log')})")
+            return None
         try:
             return rados_client(conf, timeout=min(left, 2))
         except StagingError:
-            time.sleep(0.2)
+            return None
+    log = dep.dir / "logs" / "mon.a.log"
+    return poll_until(lambda: f"ceph: the monitor mon.a did not answer in time; see its log {log} "
+                              f"(last lines: {procs.tail(log)})", deadline, attempt, interval=0.2)
 
 
 def _start_agents(dep: _Deployment, conf: Path, osds_per_node: int, single: bool) -> None:
@@ -385,7 +387,9 @@ def _health(cluster) -> dict:
 def _wait_healthy(dep: _Deployment, cluster, deadline: float, log) -> None:
     want = dep.state["osds"]
     last = "no status yet"
-    while True:
+
+    def attempt(_left):
+        nonlocal last
         dep.check_alive()
         _check_agent_osds(dep)
         try:
@@ -399,14 +403,14 @@ def _wait_healthy(dep: _Deployment, cluster, deadline: float, log) -> None:
                 mds_ok = any(r.get("status") == "up:active" for r in s.get("fsmap", {}).get("by_rank", []))
             last = f"{up}/{want} OSDs up, {clean}/{pgs} placement groups active+clean"
             if up >= want and pgs and clean == pgs and mds_ok:
-                return
+                return True
             if os.environ.get("HPCSUITE_STAGE_DEBUG"):
                 log(f"  {_now():.1f} {last} {s['health']['status']} mgr={s.get('mgrmap', {}).get('available')}")
         except StagingError as exc:
             last = str(exc)
-        if _now() > deadline:
-            raise StagingError(f"ceph: not healthy within the timeout ({last}); {_culprit(dep, up_hint=last)}")
-        time.sleep(0.25)
+        return None
+    poll_until(lambda: f"ceph: not healthy within the timeout ({last}); {_culprit(dep, up_hint=last)}",
+               deadline, attempt, interval=0.25)
 
 
 def _culprit(dep: _Deployment, up_hint: str) -> str:
@@ -434,36 +438,38 @@ def _check_agent_osds(dep: _Deployment) -> None:
 
 def _s3_user(dep: _Deployment, conf: Path, deadline: float) -> None:
     """Create the job's S3 user (keys kept 0600 in ``s3.json``) and wait for the gateway to answer."""
-    out = None
-    while out is None:
+    err = ""
+
+    def create(left):
+        nonlocal err
         dep.check_alive()
         p = subprocess.run(["radosgw-admin", "-c", str(conf), "-n", "client.admin", "user", "create",
                             "--uid", "hpcsuite", "--display-name", "hpcsuite job"],
-                           capture_output=True, text=True, timeout=max(5, deadline - _now()))
+                           capture_output=True, text=True, timeout=max(5, left))
         if p.returncode == 0:
-            out = json.loads(p.stdout)
-        elif _now() > deadline:
-            raise StagingError(f"ceph: radosgw-admin user create failed: {p.stderr.strip()[-300:]}")
-        else:
-            time.sleep(0.5)
+            return json.loads(p.stdout)
+        err = p.stderr.strip()[-300:]
+        return None
+    out = poll_until(lambda: f"ceph: radosgw-admin user create failed: {err}", deadline, create, interval=0.5)
     keys = out["keys"][0]
     s3 = dict(dep.state["s3"], access_key=keys["access_key"], secret_key=keys["secret_key"])
     fd = os.open(dep.dir / "s3.json", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as f:
         json.dump(s3, f)
     import urllib.request
-    while True:                         # the gateway answers HTTP some seconds after it starts
+
+    def answers(_left):                 # the gateway answers HTTP some seconds after it starts
         dep.check_alive()
         try:
             urllib.request.urlopen(s3["endpoint"], timeout=2).read()
-            return
+            return True
         except OSError as exc:
             if getattr(exc, "code", None):      # an HTTP error status: it answers
-                return
-        if _now() > deadline:
-            raise StagingError(f"ceph: the gateway rgw.gw does not answer at {s3['endpoint']}; see its log "
-                               f"{dep.dir / 'logs' / 'rgw.gw.log'} (last lines: {procs.tail(dep.dir / 'logs' / 'rgw.gw.log')})")
-        time.sleep(0.3)
+                return True
+        return None
+    log = dep.dir / "logs" / "rgw.gw.log"
+    poll_until(lambda: f"ceph: the gateway rgw.gw does not answer at {s3['endpoint']}; see its log {log} "
+                       f"(last lines: {procs.tail(log)})", deadline, answers, interval=0.3)
 
 
 def _mount(dep: _Deployment, conf: Path, deadline: float) -> None:
@@ -481,18 +487,22 @@ def _mount(dep: _Deployment, conf: Path, deadline: float) -> None:
                                       "--ntasks-per-node=1", f"--nodelist={','.join(others)}", "--cpu-bind=none",
                                       "--job-name=hpcsuite-stage-fuse", "bash", "-c", fuse])
     tries = 1
-    while not os.path.ismount(mnt):
+
+    def mounted(left):
+        nonlocal tries
+        if os.path.ismount(mnt):
+            return True
         p = dep.popen["ceph-fuse"]
-        if p.poll() is not None and tries < 3 and _now() < deadline:
+        if p.poll() is not None and tries < 3 and left > 0:
             tries += 1                   # a client that gave up early (MDS just activated): again
             dep.state["daemons"] = [d for d in dep.state["daemons"] if d["name"] != "ceph-fuse"]
             time.sleep(0.5)
             dep.start("ceph-fuse", argv)
-            continue
+            return None
         dep.check_alive()
-        if _now() > deadline:
-            raise StagingError(f"ceph: ceph-fuse did not mount {mnt} in time; see {dep.dir / 'logs' / 'ceph-fuse.out'}")
-        time.sleep(0.1)
+        return None
+    poll_until(f"ceph: ceph-fuse did not mount {mnt} in time; see {dep.dir / 'logs' / 'ceph-fuse.out'}",
+               deadline, mounted, interval=0.1)
     os.chmod(mnt, 0o700)
 
 

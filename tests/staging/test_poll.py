@@ -43,9 +43,11 @@ def test_gives_up_at_the_deadline_after_a_last_try_with_the_message_made_then():
         poll_until(message, deadline, attempt, interval=0.05)
     # the last try is at the deadline (told 0 s left), not an interval before it
     assert seen[-1][1] == 0.0 and seen[-1][0] >= deadline
-    assert seen[-1][0] - deadline < 0.2                     # slack for a loaded machine
-    # tries an interval apart: about 0.3 / 0.05 + 1 of them (fewer when the machine is slow)
-    assert 3 <= len(seen) <= 8, len(seen)
+    assert seen[-1][0] - deadline < 1.0                     # slack for a loaded machine
+    # tries an interval apart: 0.3 / 0.05 + 1 of them, fewer when the machine is slow (at least the
+    # first and the last), never more
+    assert 2 <= len(seen) <= 7, len(seen)
+    assert all(b[0] - a[0] >= 0.049 or b[1] == 0.0 for a, b in zip(seen, seen[1:])), seen
     assert f"{len(seen)} tries" in str(info.value)
 
 
