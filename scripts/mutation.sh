@@ -91,6 +91,61 @@ lint|hpcsuite.jobs.lint.x__split_option__mutmut_8|split(" #", 2): the same
 lint|hpcsuite.jobs.lint.x_expected_srun_mpi__mutmut_21|srun_mpi_plugin(None) finds this installation's vendor from the same library string
 lint|hpcsuite.jobs.lint.x_expected_srun_mpi__mutmut_1|a default text "XXXX" holds no assignment, like ""
 lint|hpcsuite.jobs.lint.x_lint_file__mutmut_6|encoding "UTF-8" for "utf-8": the same codec
+stats|hpcsuite.tune.stats.xǁModelǁrecord__mutmut_11|n & (n - 2) for n & (n - 1): for n >= 2 (min_samples is at least 2) both are 0 exactly at the powers of two
+stats|hpcsuite.tune.stats.xǁModelǁsave__mutmut_7|json.dumps(indent=None) for indent=1: the same JSON document (load reads it alike)
+stats|hpcsuite.tune.stats.xǁModelǁsave__mutmut_9|indent left out: the same
+stats|hpcsuite.tune.stats.xǁModelǁsave__mutmut_10|indent=2: the same
+execution|hpcsuite.tune.execution.xǁExecutionǁ__init____mutmut_29|_prev/_prev_skipped are written but never read
+execution|hpcsuite.tune.execution.xǁExecutionǁ__init____mutmut_30|the same
+execution|hpcsuite.tune.execution.xǁExecutionǁ__init____mutmut_31|the same
+execution|hpcsuite.tune.execution.xǁExecutionǁ__init____mutmut_32|_last and _stack are set again in __enter__ before any use
+execution|hpcsuite.tune.execution.xǁExecutionǁ__init____mutmut_33|the same
+execution|hpcsuite.tune.execution.xǁExecutionǁ__init____mutmut_34|the same
+execution|hpcsuite.tune.execution.xǁExecutionǁ_steady__mutmut_20|the charged mean of a kernel that is not steady is never used
+execution|hpcsuite.tune.execution.xǁExecutionǁ_steady__mutmut_21|memo[1] (the charged mean) is > 0 exactly when memo[0] (steady) is true: a steady kernel has a positive mean
+execution|hpcsuite.tune.execution.xǁExecutionǁ_charge__mutmut_12|model.mean(key) for memo[1]: the memo holds model.mean(key) taken when the statistics last changed, popped on every change
+execution|hpcsuite.tune.execution.xǁExecutionǁ_charge__mutmut_16|the same (the condition is always false, so model.mean(key))
+execution|hpcsuite.tune.execution.xǁExecutionǁ_charge__mutmut_17|memo[1] as the test for memo[0]: the same truth value (see _steady)
+execution|hpcsuite.tune.execution.xǁExecutionǁ_charge__mutmut_26|_prev_skipped is never read
+execution|hpcsuite.tune.execution.xǁExecutionǁ_charge__mutmut_31|path[3] = 2.0: a flag merged with MAX and only tested for truth
+execution|hpcsuite.tune.execution.xǁExecutionǁ_timed__mutmut_15|_prev_skipped is never read
+execution|hpcsuite.tune.execution.xǁExecutionǁ_comm_kernel__mutmut_44|_last set to None before _timed: _timed does not read it and it is set again after
+execution|hpcsuite.tune.execution.xǁExecutionǁ_comm_kernel__mutmut_101|the same
+execution|hpcsuite.tune.execution.xǁExecutionǁ_comm_kernel__mutmut_59|another name for the collective channel: a dict key, distinct from the point-to-point ones
+execution|hpcsuite.tune.execution.xǁExecutionǁ_comm_kernel__mutmut_60|the same
+execution|hpcsuite.tune.execution.xǁExecutionǁ_comm_kernel__mutmut_68|2.0 for 1.0 as the "not steady" vote: merged with MAX and compared with 0
+execution|hpcsuite.tune.execution.xǁExecutionǁ_comm_kernel__mutmut_71|a 1-byte announcement when nothing is to be sent: an allgather of empty rows (cost only), nothing learned
+execution|hpcsuite.tune.execution.xǁExecutionǁ_comm_kernel__mutmut_97|_charge's comm argument is not used
+execution|hpcsuite.tune.execution.xǁExecutionǁ_comm_kernel__mutmut_100|the same
+execution|hpcsuite.tune.execution.xǁExecutionǁ_on_compute__mutmut_19|_charge's comm argument is not used
+execution|hpcsuite.tune.execution.xǁExecutionǁ_on_compute__mutmut_22|the same
+execution|hpcsuite.tune.execution.xǁExecutionǁ_on_compute__mutmut_58|the same
+execution|hpcsuite.tune.execution.xǁExecutionǁ_on_compute__mutmut_61|the same
+execution|hpcsuite.tune.execution.xǁExecutionǁ_on_sendrecv__mutmut_28|2.0 for 1.0 as the steady vote: only tested for truth
+execution|hpcsuite.tune.execution.xǁExecutionǁ_on_sendrecv__mutmut_40|a receive with any tag from that source: the path message (and the acknowledgement) is the only message from it in flight then, and MPI does not reorder messages from one source
+execution|hpcsuite.tune.execution.xǁExecutionǁ_on_sendrecv__mutmut_78|the same
+execution|hpcsuite.tune.execution.xǁExecutionǁ_on_sendrecv__mutmut_98|_last set to None before the transfer: not read before it is set again
+execution|hpcsuite.tune.execution.xǁExecutionǁ_on_sendrecv__mutmut_118|_charge's comm argument is not used
+execution|hpcsuite.tune.execution.xǁExecutionǁ_on_sendrecv__mutmut_119|the same
+execution|hpcsuite.tune.execution.xǁExecutionǁ_on_sendrecv__mutmut_141|path[3] = 2.0: a flag merged with MAX and only tested for truth
+execution|hpcsuite.tune.execution.xǁExecutionǁ_on_halo_start__mutmut_7|len(...) / 2 for // 2: the float 2.0 is the same dict key as the int 2 (equal, same hash), also after a JSON round trip
+execution|hpcsuite.tune.execution.xǁExecutionǁ_on_halo_start__mutmut_21|2.0 for 1.0 as the steady vote: only tested for truth
+execution|hpcsuite.tune.execution.xǁExecutionǁ_on_halo_start__mutmut_28|a receive buffer of 8 for the 7-number path message: a longer buffer receives it alike
+execution|hpcsuite.tune.execution.xǁExecutionǁ_on_halo_start__mutmut_36|a receive with any tag from that peer: the path message is the only one from it in flight then (see _on_sendrecv)
+execution|hpcsuite.tune.execution.xǁExecutionǁ_on_halo_start__mutmut_96|_charge's comm argument is not used
+execution|hpcsuite.tune.execution.xǁExecutionǁ_on_halo_start__mutmut_97|the "skipped" state is never compared (only "full" and "partial" are)
+execution|hpcsuite.tune.execution.xǁExecutionǁ_on_halo_start__mutmut_98|the same
+execution|hpcsuite.tune.execution.xǁExecutionǁ_on_halo_start__mutmut_122|path[3] = 2.0: a flag merged with MAX and only tested for truth
+execution|hpcsuite.tune.execution.xǁExecutionǁ_on_halo_wait__mutmut_7|the default for an exchange started outside the run: its time and state are not used when its key is None
+execution|hpcsuite.tune.execution.xǁExecutionǁ_on_halo_wait__mutmut_8|the same
+execution|hpcsuite.tune.execution.xǁExecutionǁ_on_halo_wait__mutmut_9|the same
+execution|hpcsuite.tune.execution.xǁExecutionǁ_on_halo_wait__mutmut_10|_last set before the wait is not read before it is set again
+execution|hpcsuite.tune.execution.xǁExecutionǁ_on_halo_wait__mutmut_29|_prev_skipped is never read
+execution|hpcsuite.tune.execution.xǁExecutionǁ_delta__mutmut_7|pos > len(log) for >=: at pos == len(log) the todo list is empty and the result None alike
+execution|hpcsuite.tune.execution.xǁExecutionǁ_delta__mutmut_22|snap[1] > 0 (mean) for snap[0] > 0 (count): a snapshot with samples has a positive mean (times), one without has mean 0
+execution|hpcsuite.tune.execution.xǁExecutionǁ_delta__mutmut_29|pickle protocol left to the default: the receiver unpickles any protocol
+execution|hpcsuite.tune.execution.xǁExecutionǁ_delta__mutmut_31|the same
+execution|hpcsuite.tune.execution.xǁExecutionǁ_check_bound__mutmut_7|path[4] = 2.0: the abandoned flag is merged with MAX and only tested for truth
 EOF
 )
 
@@ -162,6 +217,8 @@ mpi_phase() {  # mpi_phase NAME TESTS FILTER: survivors of matching functions ag
   limit=$(( (SECONDS - t0) * 6 > 60 ? (SECONDS - t0) * 6 : 60 ))
   (cd "$work" && "$py" -m mutmut results 2>/dev/null) | sed -n 's/^ *\([^:]*\): \(survived\|no tests\)$/\1/p' |
     grep -E "\.($filter)__mutmut_" | while read -r k; do
+      # listed equivalent mutants need no 2-rank run
+      grep -qF "|$k|" <<< "$EQUIVALENT" && continue
       rc=0; mpi_run "$k" || rc=$?
       [ "$rc" = 0 ] || echo "$k $rc" >> "$work/mpi-killed.txt"
     done
