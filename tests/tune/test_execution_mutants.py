@@ -478,6 +478,10 @@ def test_statistics_reach_ranks_with_nothing_to_send_on_any_communicator(team, s
             team.Allreduce(MPI.IN_PLACE, np.zeros(1), op=MPI.SUM)
             compute("k0", (), _nap(calls))
         assert calls == [] and ex.result.counts["k0"] == [0, 1], first_alone
+        if first_alone and team.rank == 0:
+            # a kernel with one sample travels too: every other rank ran its one-rank Allreduce once
+            one = ("comm", "Allreduce", 1, 8)
+            assert {r: s[0] for r, s in model.remote.get(one, {}).items()} == {r: 1 for r in range(1, team.size)}
     alone.free()
     # warm: the file's samples are every rank's; nothing of them is sent
     warm = Model(tolerance=0.1, confidence=0.9, min_samples=3)
@@ -623,3 +627,49 @@ def test_a_team_over_an_intercepted_communicator_is_one_kernel_per_call(team):
         total = t.allreduce(2)
     assert np.all(buf == team.size) and total == 2 * team.size
     assert ex.result.counts == {"Allreduce": [1, 0], "allreduce": [1, 0]}
+
+
+@pytest.mark.mpi
+def test_statistics_travel_with_neighbourhood_exchanges(team):
+    """Rank 0 alone knows a kernel. A neighbourhood exchange with itself and its ring neighbours
+    brings it to each neighbour: every peer gets its own message."""
+    k0 = ("comp", "k0", ())
+    key = ("comm", "Halo", len({team.rank, (team.rank - 1) % team.size, (team.rank + 1) % team.size}), 3, 16)
+    model = Model(tolerance=0.1, confidence=0.9, min_samples=3)
+    _seed(model, key)                                  # every exchange known: skipped, no samples
+    if team.rank == 0:
+        _seed(model, k0)
+    with Execution(model, "selective") as ex:
+        _ring_exchange(team, np.zeros(1), with_self=True)
+    if team.rank in ((team.size - 1) % team.size, 1 % team.size) and team.rank != 0:
+        assert model.remote[k0] == {0: (3, CHARGE, 0.0)}
+    assert ex.result.counts == {"Halo": [0, 1]} and ex.result.shared >= 1
+
+
+@pytest.mark.mpi
+def test_statistics_are_not_echoed_by_neighbourhood_exchanges(team):
+    """Every exchange known and nothing measured: the first exchange sends what each rank knows to
+    its ring neighbour; what comes back from it is not sent to it again."""
+    model = Model(tolerance=0.1, confidence=0.9, min_samples=3)
+    _seed(model, ("comm", "Halo", len({(team.rank - 1) % team.size, (team.rank + 1) % team.size}), 2, 16))
+    with Execution(model, "selective") as ex:
+        for _ in range(3):
+            _ring_exchange(team, np.zeros(1))
+    assert ex.result.counts == {"Halo": [0, 3]}
+    if team.size <= 2:          # (a longer ring forwards what it learns from one side to the other)
+        assert ex.result.shared == 1, ex.result.shared
+
+
+@pytest.mark.mpi
+def test_a_neighbourhood_exchange_started_before_the_run_completes_inside_it(team):
+    """The wait of an exchange whose start the execution did not see runs plainly: no kernel, no
+    sample."""
+    left, right = (team.rank - 1) % team.size, (team.rank + 1) % team.size
+    got = {q: np.full(1, -1.0) for q in {left, right}}
+    reqs = [team.comm.Irecv(b, q, 9) for q, b in got.items()]
+    reqs += [team.comm.Isend(np.full(1, float(team.rank)), q, 9) for q in got]
+    model = Model()
+    with Execution(model, "profile") as ex:
+        comm_hooks.observed(team, "Halo_wait", 16, MPI.Request.Waitall, reqs)
+    assert {q: float(b[0]) for q, b in got.items()} == {q: float(q) for q in got}
+    assert ex.result.counts == {} and model.kernels == {}
