@@ -198,30 +198,49 @@ prepare() {  # prepare NAME FILE TESTS: a fresh work folder with mutmut's config
   } > "$work/setup.cfg"
 }
 
-mpi_phase() {  # mpi_phase NAME TESTS FILTER: survivors of matching functions against 2-rank MPI tests
-  local name=$1 tests=$2 filter=$3 work="$root/.mutation/$1" k rc limit=300 t0
+mpi_phase() {  # mpi_phase NAME TESTS FILTER: survivors of matching functions against the MPI tests
+  local name=$1 tests=$2 filter=$3 work="$root/.mutation/$1" k limit=300 t0 ranks=2 before after stuck=0
   : > "$work/mpi-killed.txt"; : > "$work/mpi.log"
   [ -n "$tests" ] || return 0
-  mpi_run() {  # the selection at 2 ranks with mutant $1 active ("" = the original code)
+  case "$tests" in -n[0-9]*) ranks=${tests%% *}; ranks=${ranks#-n}; tests=${tests#* } ;; esac
+  mpi_run() {  # the selection at $ranks ranks with mutant $1 active ("" = the original code)
     echo "=== mutant ${1:-(none)}" >> "$work/mpi.log"
-    (cd "$work/mutants" && MUTANT_UNDER_TEST="$1" timeout "$limit" nice -n 10 "$root/.venv/bin/mpiexec" -n 2 \
+    (cd "$work/mutants" && MUTANT_UNDER_TEST="$1" timeout "$limit" nice -n 10 "$root/.venv/bin/mpiexec" -n "$ranks" \
        "$py" -m pytest --with-mpi -m mpi -q -x -p no:cacheprovider $tests) < /dev/null >> "$work/mpi.log" 2>&1
   }
   t0=$SECONDS
   if ! mpi_run ""; then
-    echo "[mutation] $name: the 2-rank MPI selection fails on the original code, see .mutation/$name/mpi.log" >&2
+    echo "[mutation] $name: the $ranks-rank MPI selection fails on the original code, see .mutation/$name/mpi.log" >&2
     return 1
   fi
   # a mutant that hangs (a message nobody receives) counts as killed once it takes 6x the clean
   # run, at least 60 s
   limit=$(( (SECONDS - t0) * 6 > 60 ? (SECONDS - t0) * 6 : 60 ))
+  # the serial survivors of the matching functions, less the listed equivalent mutants
   (cd "$work" && "$py" -m mutmut results 2>/dev/null) | sed -n 's/^ *\([^:]*\): \(survived\|no tests\)$/\1/p' |
     grep -E "\.($filter)__mutmut_" | while read -r k; do
-      # listed equivalent mutants need no 2-rank run
-      grep -qF "|$k|" <<< "$EQUIVALENT" && continue
-      rc=0; mpi_run "$k" || rc=$?
-      [ "$rc" = 0 ] || echo "$k $rc" >> "$work/mpi-killed.txt"
-    done
+      grep -qF "|$k|" <<< "$EQUIVALENT" || echo "$k"
+    done > "$work/mpi-todo.txt"
+  : > "$work/mpi-done.txt"; rm -f "$work/mpi-done.txt.current"
+  # many mutants per job (scripts/mutation_mpi.py); a job that a failing test or a hang aborts is
+  # started again for the rest, its current mutant counted as killed
+  while [ "$(sort -u "$work/mpi-todo.txt" | comm -23 - <(cut -d' ' -f1 "$work/mpi-done.txt" | sort -u) | wc -l)" -gt 0 ]; do
+    before=$(wc -l < "$work/mpi-done.txt")
+    (cd "$work/mutants" && timeout $(( limit * ($(wc -l < "$work/mpi-todo.txt") + 1) )) nice -n 10 \
+       "$root/.venv/bin/mpiexec" -n "$ranks" "$py" "$root/scripts/mutation_mpi.py" "$work/mpi-todo.txt" \
+       "$work/mpi-done.txt" "$limit" $tests) < /dev/null >> "$work/mpi.log" 2>&1 || true
+    if [ -s "$work/mpi-done.txt.current" ]; then
+      k=$(head -1 "$work/mpi-done.txt.current")
+      grep -q "^$k " "$work/mpi-done.txt" || echo "$k aborted" >> "$work/mpi-done.txt"
+      rm -f "$work/mpi-done.txt.current"
+    fi
+    after=$(wc -l < "$work/mpi-done.txt")
+    if [ "$after" = "$before" ]; then
+      stuck=$((stuck + 1))
+      [ "$stuck" -lt 3 ] || { echo "[mutation] $name: the $ranks-rank jobs make no progress, see .mutation/$name/mpi.log" >&2; return 1; }
+    fi
+  done
+  awk '$2 != "0" {print $1, $2}' "$work/mpi-done.txt" > "$work/mpi-killed.txt"
 }
 
 report() {  # report NAME: counts from `mutmut results --all true`, the rate, the survivors
