@@ -185,7 +185,7 @@ class Device:
     name: str
     xp: ModuleType
     device_id: int | None = None
-    _regions: list = field(default_factory=list, compare=False, repr=False)
+    _regions: list = field(default_factory=list, init=False, compare=False, repr=False)
 
     @classmethod
     def strict(cls) -> "Device":
