@@ -63,7 +63,7 @@ if __name__ == "__main__":
             return summa(n=n, **cfg, **state)
 
     tuner = tune.Autotuner(tune.Space({"panel": [32, 128], "depth": [1, 4], "grid": grids}), program, iterations=3,
-                           prepare=lambda cfg: inputs(n, **cfg), tolerance=0.2)
+                           prepare=lambda cfg: inputs(n, **cfg), tolerance=0.2, remeasure=1)
     res = tuner.tune()                                   # collective; the same on every rank
     best = res.best_config
     c = summa(n=n, **best, **inputs(n, **best))          # a plain run of the chosen configuration
