@@ -703,14 +703,14 @@ def _check_lam(lam) -> float:
 def _check_grid(grid, size: int, n) -> tuple[int, int]:
     if grid is None:
         from mpi4py import MPI
-        px, py = MPI.Compute_dims(size, 2)
-        return int(px), int(py)
-    try:
-        px, py = (int(g) for g in grid)
-    except (TypeError, ValueError):
-        raise InputError(f"PoissonSolver: grid must be (px, py), got {grid!r}") from None
-    if px < 1 or py < 1 or px * py != size:
-        raise InputError(f"PoissonSolver: grid {grid!r} does not multiply to the {size} ranks")
+        px, py = (int(d) for d in MPI.Compute_dims(size, 2))
+    else:
+        try:
+            px, py = (int(g) for g in grid)
+        except (TypeError, ValueError):
+            raise InputError(f"PoissonSolver: grid must be (px, py), got {grid!r}") from None
+        if px < 1 or py < 1 or px * py != size:
+            raise InputError(f"PoissonSolver: grid {grid!r} does not multiply to the {size} ranks")
     if px > n[0] or py > n[1]:
         raise InputError(f"PoissonSolver: grid {px}x{py} has more ranks than cells along x or y ({n[0]}x{n[1]})")
     return px, py
