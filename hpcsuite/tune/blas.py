@@ -1,6 +1,6 @@
 """NumPy and SciPy BLAS/LAPACK calls as computation kernels: ``with tune.blas(): ...``.
 
-Inside the context the functions of :data:`FUNCTIONS` (``numpy.dot``, ``numpy.matmul``, the
+Inside the context the functions of ``FUNCTIONS`` (``numpy.dot``, ``numpy.matmul``, the
 factorizations and solves of ``numpy.linalg`` and ``scipy.linalg``) are replaced, at their module
 attribute, by wrappers that run them through :func:`hpcsuite.runtime.compute`. Inside an
 :class:`~hpcsuite.tune.Execution` a call is then a computation kernel named after the function
@@ -178,7 +178,7 @@ def _wrap(name: str, fn, kind: str):
 
 @contextlib.contextmanager
 def blas():
-    """A context in which the NumPy/SciPy functions of :data:`FUNCTIONS` are computation kernels
+    """A context in which the NumPy/SciPy functions of ``FUNCTIONS`` are computation kernels
     (see the module notes; nested contexts patch once). Local.
 
     Examples
