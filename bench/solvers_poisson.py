@@ -77,7 +77,7 @@ def mpi4py_fft(comm, n):
 
     def solve():
         fft.forward(f, uh)
-        uh *= inv
+        np.multiply(uh, inv, out=uh)
         fft.backward(uh, u)
     solve()
     err = np.abs(u + f / (12 * np.pi ** 2)).max()                 # the exact solution of this mode
