@@ -217,7 +217,8 @@ mpi_phase() {  # mpi_phase NAME TESTS FILTER: survivors of matching functions ag
   # run, at least 60 s
   limit=$(( (SECONDS - t0) * 6 > 60 ? (SECONDS - t0) * 6 : 60 ))
   # the serial survivors of the matching functions, less the listed equivalent mutants
-  (cd "$work" && "$py" -m mutmut results 2>/dev/null) | sed -n 's/^ *\([^:]*\): \(survived\|no tests\)$/\1/p' |
+  # ("suspicious": the tests passed but the forked test process ended with an odd exit status)
+  (cd "$work" && "$py" -m mutmut results 2>/dev/null) | sed -n 's/^ *\([^:]*\): \(survived\|no tests\|suspicious\)$/\1/p' |
     grep -E "\.($filter)__mutmut_" | while read -r k; do
       grep -qF "|$k|" <<< "$EQUIVALENT" || echo "$k"
     done > "$work/mpi-todo.txt"
@@ -258,7 +259,7 @@ for line in open(path):
 by_mpi = 0
 for line in open(mpi_path):                  # survivors of the serial run killed at 2 ranks
     key = line.split()[0] if line.strip() else ""
-    if status.get(key) in ("survived", "no tests"):
+    if status.get(key) in ("survived", "no tests", "suspicious"):
         status[key] = "killed"
         by_mpi += 1
 equiv = {}
