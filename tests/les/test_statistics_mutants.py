@@ -472,3 +472,26 @@ def test_file_holds_everything_and_write_errors_reach_every_rank(team, shared_tm
     assert sorted(p.name for p in shared_tmp.iterdir()) == ["afolder", "empty.h5", "sub"]
     assert sorted(p.name for p in (shared_tmp / "sub" / "dir").iterdir()) == ["stats.h5"]
     ctx.store.free()
+
+
+@pytest.mark.mpi
+def test_one_level_moist_sample(team):
+    """A single level (no w): cloud cover, base and top, LWP and the DALES averages from the
+    columns that are saturated, against NumPy; no inversion heights."""
+    grid = _grid(1)
+    thl = np.full((NX, NY, 1), 295.0)
+    qt = np.full((NX, NY, 1), 0.005)
+    qt[:3, :2] = 0.03                                        # six saturated columns
+    base = thermo.base_state(grid, 101500.0, 300.0, thl.mean(axis=(0, 1)), qt.mean(axis=(0, 1)))
+    ctx = make_ctx(team, grid, dict(thl=thl, qt=qt), base=base)
+    got = Statistics(team, grid).sample(ctx)
+    ql, _ = thermo.saturation_adjust(np, thl, qt, np.asarray(base.presf), np.asarray(base.exnf))
+    assert (ql > 0).sum() == 6
+    zf, dz = float(np.asarray(grid.zf)[0]), float(np.diff(np.asarray(grid.zh))[0])
+    assert got["cloud_cover"] == pytest.approx(6 / (NX * NY)) and got["cfrac_max"] == pytest.approx(6 / (NX * NY))
+    assert got["cloud_base"] == got["cloud_top"] == got["cloud_base_avg"] == got["cloud_top_avg"] == zf
+    rho = float(np.asarray(base.rhof)[0])
+    assert got["lwp"] == pytest.approx(1e3 * (ql[..., 0] * rho * dz).mean(), rel=1e-12)
+    assert got["lwp_max"] == pytest.approx(1e3 * ql.max() * rho * dz, rel=1e-12)
+    assert math.isnan(got["zi"]) and math.isnan(got["zi_dales"])
+    ctx.store.free()
