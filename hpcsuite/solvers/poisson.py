@@ -55,8 +55,8 @@ import numpy as np
 from ..runtime import InputError, Team, agree
 from . import r2r, thomas
 
-__all__ = ["PoissonSolver", "PoissonFFT", "BOUNDARY_CONDITIONS", "MEAN_RTOL", "laplacian_eigenvalues",
-           "pencil_grid", "choose_layout"]
+__all__ = ["PoissonSolver", "PoissonFFT", "BoxSolverBase", "BOUNDARY_CONDITIONS", "MEAN_RTOL",
+           "laplacian_eigenvalues", "pencil_grid", "choose_layout"]
 
 #: the boundary conditions of an axis (z: only ``"neumann"`` and ``"dirichlet"``)
 BOUNDARY_CONDITIONS = ("periodic", "neumann", "dirichlet")
@@ -163,9 +163,9 @@ class _Axis:
         return r2r.inverse(self.kind, y, axis, self.xp)
 
 
-class _BoxSolver:
+class BoxSolverBase:
     """The transforms, transposes and z-solves shared by :class:`PoissonSolver` and
-    :class:`PoissonFFT` (module docstring)."""
+    :class:`PoissonFFT` (module docstring). Not for direct use: create one of those two."""
 
     _legacy = False
 
@@ -351,7 +351,7 @@ class _BoxSolver:
         self._arrays = []
 
 
-class PoissonSolver(_BoxSolver):
+class PoissonSolver(BoxSolverBase):
     """Poisson / Helmholtz solver ``(L - lam) p = f`` on a box with per-axis boundary conditions.
     Creating one is collective over ``team``.
 
@@ -570,7 +570,7 @@ class PoissonSolver(_BoxSolver):
         super().free()
 
 
-class PoissonFFT(_BoxSolver):
+class PoissonFFT(BoxSolverBase):
     """FFT/tridiagonal Poisson solver of the LES (periodic x and y, Neumann walls in z) on local
     blocks. Creating one is collective over ``team``.
 
