@@ -88,6 +88,7 @@ def test_dry_run_fluxes_profiles_and_surface_series(team, with_base):
     ctx.galilean = (5.0, -2.5)
     ctx.diag["ekh"] = local_block(ctx.grid, ekh)
     ctx.diag["surface"] = _sfc_blocks(ctx, sfc)
+    ctx.diag["ql"] = local_block(ctx.grid, np.full((NX, NY, NZ), 1e-3))   # left over: not this run's
     stats = Statistics(team, grid, interval=60.0)
     got = stats.sample(ctx)
     np.testing.assert_allclose(got["thl"], thl.mean(axis=(0, 1)), rtol=1e-13)
@@ -404,10 +405,11 @@ def test_dales_inversion_height_over_groups_of_any_shape():
 def test_group_sums_and_global_max_at_any_rank_count(team):
     """DALES's groups (stride 3 for nx = 10) and the largest column LWP, from every rank's blocks,
     against the same quantities on the global arrays."""
-    grid = Grid.uniform(10, 6, 5, 1000.0, 600.0, 500.0)
+    # (ny = 7: a block width that is not twice the halo, so no shifted window holds the same cells)
+    grid = Grid.uniform(10, 7, 5, 1000.0, 700.0, 500.0)
     rng = np.random.default_rng(6)
-    thv = 300.0 + rng.random((10, 6, 5))
-    lwp = rng.random((10, 6))
+    thv = 300.0 + rng.random((10, 7, 5))
+    lwp = rng.random((10, 7))
     ctx = make_ctx(team, grid, dict(thv=thv))
     g, h = ctx.grid, ctx.h
     block = np.full_like(ctx.fields["thv"], 1e9)              # halos hold garbage: interiors only
