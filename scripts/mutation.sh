@@ -25,7 +25,11 @@
 # serial survivors of those functions are then run against the module's MPI tests under
 # `mpiexec -n 2` with the mutant switched on (mutmut's MUTANT_UNDER_TEST), and a failure counts as
 # a kill ("killed only by the 2-rank MPI tests"; a 2-rank run that hangs past 6x the clean run's
-# time, at least 60 s, counts as a kill too). A word of a serial selection that starts with "--"
+# time, at least 60 s, counts as a kill too). That phase runs many mutants in one mpiexec job
+# (scripts/mutation_mpi.py switches MUTANT_UNDER_TEST in-process; a failing test aborts the job, which
+# is started again for the rest); "-nN" before the MPI selection sets another rank count. A mutant
+# whose serial tests pass but whose forked test process then ends with an odd status (SIGTERM seen
+# after the les.statistics tests) is "suspicious" for mutmut and counted as a survivor here. A word of a serial selection that starts with "--"
 # is a pytest option for every run of that module: `--with-mpi` runs the module's MPI tests in the
 # serial pass too, at one rank (MPI started in mutmut's process, whose forked children use it:
 # tune.execution and les.statistics, whose every function is collective or called from one).
@@ -146,10 +150,42 @@ execution|hpcsuite.tune.execution.xǁExecutionǁ_delta__mutmut_22|snap[1] > 0 (m
 execution|hpcsuite.tune.execution.xǁExecutionǁ_delta__mutmut_29|pickle protocol left to the default: the receiver unpickles any protocol
 execution|hpcsuite.tune.execution.xǁExecutionǁ_delta__mutmut_31|the same
 execution|hpcsuite.tune.execution.xǁExecutionǁ_check_bound__mutmut_7|path[4] = 2.0: the abandoned flag is merged with MAX and only tested for truth
+lesstats|hpcsuite.les.statistics.xǁStatisticsǁtimeseries__mutmut_5|dtype left to NumPy: lists of Python floats (or empty ones) become float64 arrays alike
+lesstats|hpcsuite.les.statistics.xǁStatisticsǁtimeseries__mutmut_7|the same
+lesstats|hpcsuite.les.statistics.xǁStatisticsǁtimeseries__mutmut_10|the same
+lesstats|hpcsuite.les.statistics.xǁStatisticsǁtimeseries__mutmut_12|the same
+lesstats|hpcsuite.les.statistics.xǁStatisticsǁprofiles__mutmut_16|nsamples without dtype=int64: Python ints become NumPy's default integer, int64 on Linux
+lesstats|hpcsuite.les.statistics.xǁStatisticsǁprofiles__mutmut_18|the same
+lesstats|hpcsuite.les.statistics.xǁStatisticsǁprofiles__mutmut_40|np.full(n, None) for np.full(n, nan): converted with dtype=float64 on the next line, None becomes nan
+lesstats|hpcsuite.les.statistics.xǁStatisticsǁprofiles__mutmut_49|rows without dtype=float64: float rows give float64 alike
+lesstats|hpcsuite.les.statistics.xǁStatisticsǁprofiles__mutmut_51|the same
+lesstats|hpcsuite.les.statistics.xǁStatisticsǁwrite__mutmut_1|"" for None as "no error": only tested for truth
+lesstats|hpcsuite.les.statistics.xǁStatisticsǁ_write__mutmut_9|another temporary file name beside the target (renamed over it, removed on failure)
+lesstats|hpcsuite.les.statistics.xǁStatisticsǁ_write__mutmut_10|the same
+lesstats|hpcsuite.les.statistics.xǁStatisticsǁ_write__mutmut_42|zf/zh without dtype=float64: the grid's heights are float64 already
+lesstats|hpcsuite.les.statistics.xǁStatisticsǁ_write__mutmut_44|the same
+lesstats|hpcsuite.les.statistics.xǁStatisticsǁ_write__mutmut_49|the same
+lesstats|hpcsuite.les.statistics.xǁStatisticsǁ_write__mutmut_51|the same
+lesstats|hpcsuite.les.statistics.x__global_max__mutmut_4|without dtype=float64: the column LWP is float64 already
+lesstats|hpcsuite.les.statistics.x__global_max__mutmut_6|the same
+lesstats|hpcsuite.les.statistics.x__global_max__mutmut_12|the empty-block branch cannot be reached: process_grid refuses blocks narrower than the halo
+lesstats|hpcsuite.les.statistics.x__global_max__mutmut_14|the same
+lesstats|hpcsuite.les.statistics.x__global_max__mutmut_22|an allreduce also at one rank: MAX over one rank is its value
+lesstats|hpcsuite.les.statistics.x_zi_dales__mutmut_3|sums without dtype=float64: the group sums are float64 (and the arithmetic after promotes to float alike)
+lesstats|hpcsuite.les.statistics.x_zi_dales__mutmut_5|the same
+lesstats|hpcsuite.les.statistics.x_zi_dales__mutmut_6|nz = None: np.diff(zh)[:None] is np.diff(zh)[:nz] (zh has nz + 1 faces)
+lesstats|hpcsuite.les.statistics.x_zi_dales__mutmut_13|dzh[0] = zf[1]: dzh[0] multiplies d0 only at loc = 0, where d0 = 0 and the result is replaced by 0 anyway
+lesstats|hpcsuite.les.statistics.x_zi_dales__mutmut_23|np.diff's default axis is -1
+lesstats|hpcsuite.les.statistics.x_zi_dales__mutmut_63|np.take_along_axis's default axis is -1 (NumPy 2.x)
+lesstats|hpcsuite.les.statistics.x_zi_dales__mutmut_73|the same
+lesstats|hpcsuite.les.statistics.x_zi_dales__mutmut_91|loc >= 0 for loc > 0: at loc = 0 the formula gives zh[0] - dzh[0] * 0 / 1e-8 = zh[0] = 0 (zh starts at 0), the same as the 0 it replaces
+lesstats|hpcsuite.les.statistics.x_zi_dales__mutmut_92|loc > 1: at loc = 1, d0 = dgrad[0] = 0 and the formula gives zh[0] = 0 too
+lesstats|hpcsuite.les.statistics.x_zi_dales__mutmut_100|counts without dtype=float64: integer counts weigh alike (promoted in w * zi)
+lesstats|hpcsuite.les.statistics.x_zi_dales__mutmut_102|the same
 EOF
 )
 
-usage() { sed -n '2,38p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,42p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
 
 entry() {  # entry NAME -> "name|file|tests" or nothing
   local m
