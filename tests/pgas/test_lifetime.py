@@ -51,6 +51,9 @@ def test_collector_on_some_ranks_only_does_not_desynchronise(team, monkeypatch):
     ranks keep computing (same-pattern chains, redistributed operands, reductions, new windows:
     pool hits and misses) with equal results and equal pools, no segment is freed inside the
     collector, and once every rank has collected them the memory is released."""
+    if team.size == 3:
+        pytest.skip("one collecting rank against one (2 ranks) and against three (4 ranks) covers it; "
+                    "3 oversubscribed ranks only add CI time")
     freed_in_gc = []
     real_free = memory.Segment.free
     monkeypatch.setattr(memory.Segment, "free",
