@@ -59,11 +59,13 @@ def configs(size):
 
 # ---------------------------------------------------------------------- exact discrete solutions
 @pytest.mark.mpi
-@pytest.mark.parametrize("bcy", BCS)
 @pytest.mark.parametrize("bcx", BCS)
-def test_eigenfunctions_are_solved_exactly(team, bcx, bcy):
+def test_eigenfunctions_are_solved_exactly(team, bcx):
+    """Every (x, y) pair once, the layouts, z conditions and shifts rotating through them."""
     h = spacing()
-    for (grid, layout), zbc, lam in zip(configs(team.size), Z_BCS, (0.0, 1.7, 0.0)):
+    for iy, bcy in enumerate(BCS):
+        c = (BCS.index(bcx) + iy) % 3
+        (grid, layout), zbc, lam = configs(team.size)[c], Z_BCS[iy], (0.0, 1.7)[c % 2]
         s = PoissonSolver(SHAPE, h, bc=(bcx, bcy, zbc), lam=lam, team=team, grid=grid, layout=layout)
         if team.size > 1:
             assert s.layout == ("pencil" if layout == "pencil" else "slab")
@@ -166,7 +168,10 @@ def g(bc, x):
                                       (("dirichlet", "periodic", "dirichlet"), 3.0)])
 def test_smooth_solution_converges_at_second_order(team, bcs, lam):
     """u = gx(x) gy(y) gz(z) on the unit cube, f = (Laplace - lam) u sampled at the centres; the
-    all-Neumann case's sampled f has an O(h^2) mean, removed by singular='project'."""
+    all-Neumann case's sampled f has an O(h^2) mean, removed by singular='project'. A check of the
+    numerics: 1 and 2 ranks (the distribution is checked exactly by the tests above)."""
+    if team.size > 2:
+        pytest.skip("numerics: 1 and 2 ranks suffice (CI time)")
     errs = []
     for n in ((16, 14, 12), (32, 28, 24)):
         s = PoissonSolver(n, tuple(1.0 / m for m in n), bc=bcs, lam=lam, team=team, singular="project")
