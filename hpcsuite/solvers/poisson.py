@@ -272,13 +272,18 @@ class BoxSolverBase:
         if thomas.usable(f, self._m, self._cp, self._a_dev):   # one GPU kernel, not 4 nz launches
             thomas.thomas_columns(f, self._m, self._cp, self._a_dev)
             return f
-        d = xp.moveaxis(f, 2, 0)                 # (nz, kx, ky) view
+        view = xp.moveaxis(f, 2, 0)              # (nz, kx, ky) view
+        # NumPy: the levels of a z-contiguous block are strided slices (a cache line per value);
+        # the loop runs on a level-major copy instead (the same operations, the same results)
+        d = np.ascontiguousarray(view) if isinstance(f, np.ndarray) and nz > 1 else view
         m, cp, a = self._m, self._cp, self._a
         d[0, ...] = d[0, ...] * m[0, ...]        # (", ...": the array API has no implicit trailing axes)
         for k in range(1, nz):
             d[k, ...] = (d[k, ...] - a[k] * d[k - 1, ...]) * m[k, ...]
         for k in range(nz - 2, -1, -1):
             d[k, ...] = d[k, ...] - cp[k, ...] * d[k + 1, ...]
+        if d is not view:
+            view[...] = d
         return f
 
     def _spectral(self, f):
