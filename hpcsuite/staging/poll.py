@@ -5,7 +5,7 @@ healthy status, a gateway that serves HTTP, a mount, daemons that have exited). 
 is one call here with its own attempt, deadline and interval, so the loop (try; stop on a result;
 give up at the deadline after one last try; sleep) is written once.
 
-Deadlines are :func:`time.monotonic` values (not changed by clock adjustments).
+Deadlines are ``time.monotonic()`` values (not changed by clock adjustments).
 """
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ def wait_for(attempt: Callable[[float], T | None], deadline: float, interval: fl
         Called with the seconds left until the deadline (0 once it has passed); returns None for
         "not yet". An exception it raises ends the wait (e.g. a daemon found dead).
     deadline : float
-        A :func:`time.monotonic` time. ``attempt`` runs at least once, and once more at the deadline
+        A ``time.monotonic()`` time. ``attempt`` runs at least once, and once more at the deadline
         after earlier tries failed.
     interval : float
         Seconds between attempts (the last sleep is cut short at the deadline).
