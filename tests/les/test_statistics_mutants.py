@@ -61,6 +61,7 @@ def _sfc_blocks(ctx, sfc):
 def test_interval_must_be_positive(team, bad):
     with pytest.raises(ValueError, match=r"^Statistics: interval must be > 0, got " + str(bad) + "$"):
         Statistics(team, _grid(), interval=bad)
+    assert Statistics(team, _grid(), interval=0.5).interval == 0.5       # any positive interval
     s = Statistics(team, _grid(), interval=90)
     assert s.interval == 90.0 and isinstance(s.interval, float)
     assert s.time == [] and s.series == {k: [] for k in SERIES} and s.initial is None and s.rho_surface is None
@@ -496,4 +497,19 @@ def test_one_level_moist_sample(team):
     assert got["lwp"] == pytest.approx(1e3 * (ql[..., 0] * rho * dz).mean(), rel=1e-12)
     assert got["lwp_max"] == pytest.approx(1e3 * ql.max() * rho * dz, rel=1e-12)
     assert math.isnan(got["zi"]) and math.isnan(got["zi_dales"])
+    ctx.store.free()
+
+
+@pytest.mark.mpi
+def test_inversion_height_is_the_largest_gradient_not_the_largest_jump(team):
+    """Equal steps of thv over layers that thicken upwards: the largest gradient d<thv>/dz is on
+    the lowest inner face, the largest jump per layer times thickness on the highest."""
+    zh = np.concatenate([[0.0], np.cumsum([20.0, 30.0, 50.0, 80.0, 130.0])])
+    grid = Grid.stretched(NX, NY, 800.0, 600.0, zh)
+    thl = np.broadcast_to(300.0 + np.arange(5.0), (NX, NY, 5)).copy()
+    ctx = make_ctx(team, grid, dict(thl=thl))
+    got = Statistics(team, grid).sample(ctx)
+    zf = np.asarray(grid.zf)
+    assert got["zi"] == _zi_gradient(thl.mean(axis=(0, 1)), grid) == zh[1]
+    assert int(np.argmax(np.diff(zf))) != 0                    # (the thickest step is higher up)
     ctx.store.free()
