@@ -517,6 +517,7 @@ def test_breakdown_of_the_critical_path(team):
     with Execution(Model(), "profile") as ex:
         compute("pre", (1,), lambda: time.sleep(0.1 if team.rank == 0 else NAP))
         team.Allreduce(MPI.IN_PLACE, np.zeros(1), op=MPI.SUM)
+        team.Allreduce(MPI.IN_PLACE, np.zeros(2), op=MPI.SUM)    # own communication: both count
         if team.rank == last:
             compute("post", (1,), lambda: time.sleep(0.25))
     r = ex.result
@@ -675,3 +676,46 @@ def test_a_neighbourhood_exchange_started_before_the_run_completes_inside_it(tea
         comm_hooks.observed(team, "Halo_wait", 16, MPI.Request.Waitall, reqs)
     assert {q: float(b[0]) for q, b in got.items()} == {q: float(q) for q in got}
     assert ex.result.counts == {} and model.kernels == {}
+
+
+def _scaled(x, factor=1.0, inner=False):
+    if inner:
+        return compute("inner", (1,), _scaled, x, factor=factor)
+    return x * factor
+
+
+@pytest.mark.mpi
+def test_keyword_arguments_reach_kernels(team):
+    """Keyword arguments get to the kernel: timed, nested, in skeleton runs, and to an MPI call
+    made inside a kernel."""
+    x = np.ones(2)
+    with Execution(Model(), "profile") as ex:
+        assert np.array_equal(compute("k", (1,), _scaled, x, factor=3.0), 3 * x)
+        assert np.array_equal(compute("outer", (1,), _scaled, x, factor=5.0, inner=True), 5 * x)
+        buf = np.full(1, float(team.rank))
+        compute("red", (1,), lambda: team.Allreduce(MPI.IN_PLACE, buf, op=MPI.MAX))
+        buf2 = np.full(1, float(team.rank))
+        team.Allreduce(MPI.IN_PLACE, buf2, op=MPI.MAX)
+    assert buf[0] == buf2[0] == team.size - 1
+    fn = _Kernel(False)
+    with Execution(Model(), "skeleton"):
+        assert compute("k2", (1,), _scaled, x, factor=7.0) is x      # skipped: its first argument
+        no = lambda a, factor=1.0: fn(a) * factor                   # noqa: E731
+        no.skippable = False
+        assert np.array_equal(compute("k3", (1,), no, x, factor=2.0), 2 * (x + 1))
+
+
+@pytest.mark.mpi
+def test_a_rank_that_sends_nothing_shares_nothing(team):
+    """In a chain, the last rank sends no message, so it sends no statistics either."""
+    grid = team.grid(1, periods=False)
+    src, dst = grid.shift(0, 1)
+    model = Model()
+    _seed(model, ("comp", "k", ()))
+    with Execution(model, "profile") as ex:
+        grid.Sendrecv(np.zeros(2), dst, np.zeros(2), src)
+    if dst == MPI.PROC_NULL:
+        assert (ex.result.shared, ex.result.shared_bytes) == (0, 0)
+    else:
+        assert ex.result.shared == 1
+    grid.free()
