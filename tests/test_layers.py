@@ -64,7 +64,6 @@ LAYER_EXCEPTIONS: dict[tuple[str, str], str] = {
 PRIVATE_EXCEPTIONS: dict[str, str] = {
     # the agent records its own /proc start time as the other processes' are recorded; issue 22
     # item 6 replaces procs' /proc parsing with psutil, which ends this use
-    "hpcsuite.staging.agent uses hpcsuite.staging.procs._stat": "/proc start time, until psutil",
 }
 
 

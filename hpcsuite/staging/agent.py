@@ -72,7 +72,7 @@ def main(argv=None) -> int:
     else:
         addr = a.addr
     (node_dir / "pids" / f"agent-{host}.json").write_text(json.dumps(
-        procs.Proc(f"agent-{host}", os.getpid(), procs._stat(os.getpid())[1], "", host).to_dict()))
+        procs.Proc(f"agent-{host}", os.getpid(), procs.start_ticks(os.getpid()) or 0, "", host).to_dict()))
     running: list[tuple[procs.Proc, subprocess.Popen]] = []
     made: list[tuple[int, str]] = []
     try:

@@ -50,16 +50,6 @@ def start_ticks(pid: int) -> int | None:
         return None
 
 
-def _stat(pid: int) -> tuple[str, int] | None:
-    """``("?", start ticks)`` of ``pid``, or None if it is gone.
-
-    Kept for ``staging.agent``, which records its own start time through it (tests/test_layers.py
-    lists that use); :func:`start_ticks` is the interface.
-    """
-    ticks = start_ticks(pid)
-    return None if ticks is None else ("?", ticks)
-
-
 @dataclass
 class Proc:
     """A started daemon: what it is, where it logs, and how to recognise its PID."""
