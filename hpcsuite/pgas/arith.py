@@ -41,10 +41,18 @@ from .array import DistArray, empty
 from .redistribute import copy as redistribute
 
 __all__ = ["ufunc_call", "where", "clip", "astype", "copy", "new_array", "local_part",
-           "check_dist", "Operands"]
+           "check_dist", "broadcasts_to", "Operands"]
 
 #: ufunc keywords handled (others raise TypeError naming them)
 _UFUNC_KWARGS = {"out", "where", "dtype", "casting", "order", "subok"}
+
+
+def broadcasts_to(shape, target: tuple) -> bool:
+    """Whether an array of ``shape`` broadcasts to exactly ``target`` (NumPy's rule). Local."""
+    try:
+        return np.broadcast_shapes(tuple(shape), tuple(target)) == tuple(target)
+    except ValueError:
+        return False
 
 
 def check_dist(x, func: str, name: str = "a") -> DistArray:
@@ -195,11 +203,7 @@ class Operands:
             if not _is_array(x):
                 raise TypeError(f"{func}: operands must be DistArrays, scalars or arrays, got "
                                 f"{type(x).__name__}")
-            try:
-                shp = np.broadcast_shapes(tuple(x.shape), self.shape)
-            except ValueError:
-                shp = None
-            if shp != self.shape:
+            if not broadcasts_to(x.shape, self.shape):
                 raise ValueError(f"{func}: an array operand of shape {tuple(x.shape)} does not broadcast "
                                  f"to the DistArrays' shape {self.shape}")
             if not isinstance(x, np.ndarray) and not first.device.is_gpu:

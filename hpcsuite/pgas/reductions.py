@@ -42,7 +42,7 @@ import builtins
 import numpy as np
 from mpi4py import MPI
 
-from .arith import check_dist, local_part, new_array
+from .arith import broadcasts_to, check_dist, local_part, new_array
 from .array import DistArray, empty, mpi_type
 from .dist import BLOCKCYCLIC, BLOCKED, NONE
 from .redistribute import copy as redistribute
@@ -280,11 +280,7 @@ def _check_where(func, a, where) -> None:
     if np.dtype(where.dtype) != np.bool_:
         raise TypeError(f"numpy.{func}: where= must be boolean, got dtype {np.dtype(where.dtype)} "
                         f"(cannot cast safely to bool)")
-    try:
-        full = np.broadcast_shapes(tuple(where.shape), a.shape)
-    except ValueError:
-        full = None
-    if full != a.shape:
+    if not broadcasts_to(where.shape, a.shape):
         raise ValueError(f"numpy.{func}: where= of shape {tuple(where.shape)} does not broadcast to the "
                          f"array's shape {a.shape}")
 
