@@ -29,14 +29,16 @@
 # (scripts/mutation_mpi.py switches MUTANT_UNDER_TEST in-process; a failing test aborts the job, which
 # is started again for the rest); "-nN" before the MPI selection sets another rank count. A mutant
 # whose serial tests pass but whose forked test process then ends with an odd status (SIGTERM seen
-# after the les.statistics tests) is "suspicious" for mutmut and counted as a survivor here. A word of a serial selection that starts with "--"
-# is a pytest option for every run of that module: `--with-mpi` runs the module's MPI tests in the
+# after the les.statistics tests) is "suspicious" for mutmut and counted as a survivor here.
+# A word of a serial selection that starts with "--" is a pytest option for every run of that module: `--with-mpi` runs the module's MPI tests in the
 # serial pass too, at one rank (MPI started in mutmut's process, whose forked children use it:
 # tune.execution and les.statistics, whose every function is collective or called from one).
 # mutmut is installed into .venv when missing (pip, the `mutation` extra).
 #
 # Time: measured on a shared 2-core machine under a load of 7-20: pattern 19 min, dist 8 min,
-# deck 4 min, lint 6 min (about 40 min for all four; less on an idle machine). mutmut first runs the
+# deck 4 min, lint 6 min (about 40 min for all four; less on an idle machine); stats 2 min,
+# lesstats 27 min + 5 min at 2 ranks, execution 25 min + more than 25 min at 2 ranks (about 10 s a
+# mutant there at load 15). mutmut first runs the
 # selection once to learn which test reaches which function, then runs, for each mutant, only the
 # tests that reach the mutated function, fastest first.
 # Results stay in .mutation/NAME/mutants/ (`cd .mutation/NAME && ../../.venv/bin/mutmut browse`).
@@ -55,7 +57,7 @@ MODULES=(
   "lint|hpcsuite/jobs/lint.py|tests/jobs/test_lint_rules.py tests/jobs/test_lint_render.py::test_clean_script_has_no_findings tests/jobs/test_lint_render.py::test_lint_catches_mistakes_with_line_numbers tests/jobs/test_lint_render.py::test_time_formats tests/jobs/test_lint_render.py::test_every_template_is_clean_and_renders tests/jobs/test_site.py::test_lint_knows_which_mpi_a_rendered_script_is_for tests/jobs/test_site.py::test_rendering_with_a_site_file||"
   "stats|hpcsuite/tune/stats.py|tests/tune/test_stats.py tests/tune/test_stats_mutants.py tests/tune/test_path_stats.py||"
   "execution|hpcsuite/tune/execution.py|--with-mpi tests/tune/test_execution_mutants.py tests/tune/test_execution.py::test_bad_mode|tests/tune/test_execution_mutants.py tests/tune/test_path_stats.py|xǁExecutionǁ[A-Za-z_]+|x_run_full"
-  "lesstats|hpcsuite/les/statistics.py|--with-mpi tests/les/test_statistics.py tests/les/test_statistics_mutants.py|tests/les/test_statistics.py tests/les/test_statistics_mutants.py|xǁStatisticsǁsample|xǁStatisticsǁwrite|x_global_max|x_group_sums"
+  "lesstats|hpcsuite/les/statistics.py|--with-mpi tests/les/test_statistics.py tests/les/test_statistics_mutants.py|tests/les/test_statistics.py tests/les/test_statistics_mutants.py|xǁStatisticsǁsample|xǁStatisticsǁwrite|x__global_max|x__group_sums"
 )
 
 # Equivalent mutants: "module|mutant name|reason". A mutant listed here is left out of the rate's
@@ -129,8 +131,10 @@ execution|hpcsuite.tune.execution.xǁExecutionǁ_on_sendrecv__mutmut_28|2.0 for 
 execution|hpcsuite.tune.execution.xǁExecutionǁ_on_sendrecv__mutmut_40|a receive with any tag from that source: the path message (and the acknowledgement) is the only message from it in flight then, and MPI does not reorder messages from one source
 execution|hpcsuite.tune.execution.xǁExecutionǁ_on_sendrecv__mutmut_78|the same
 execution|hpcsuite.tune.execution.xǁExecutionǁ_on_sendrecv__mutmut_98|_last set to None before the transfer: not read before it is set again
-execution|hpcsuite.tune.execution.xǁExecutionǁ_on_sendrecv__mutmut_118|_charge's comm argument is not used
+execution|hpcsuite.tune.execution.xǁExecutionǁ_on_sendrecv__mutmut_116|_charge's comm argument is not used
 execution|hpcsuite.tune.execution.xǁExecutionǁ_on_sendrecv__mutmut_119|the same
+execution|hpcsuite.tune.execution.xǁExecutionǁ_on_sendrecv__mutmut_127|a half-skipped receive with any tag: the data is the only message from that source then
+execution|hpcsuite.tune.execution.xǁExecutionǁ_on_sendrecv__mutmut_143|_count(k, None): None counts as not skipped, like False
 execution|hpcsuite.tune.execution.xǁExecutionǁ_on_sendrecv__mutmut_141|path[3] = 2.0: a flag merged with MAX and only tested for truth
 execution|hpcsuite.tune.execution.xǁExecutionǁ_on_halo_start__mutmut_7|len(...) / 2 for // 2: the float 2.0 is the same dict key as the int 2 (equal, same hash), also after a JSON round trip
 execution|hpcsuite.tune.execution.xǁExecutionǁ_on_halo_start__mutmut_21|2.0 for 1.0 as the steady vote: only tested for truth
@@ -150,6 +154,20 @@ execution|hpcsuite.tune.execution.xǁExecutionǁ_delta__mutmut_22|snap[1] > 0 (m
 execution|hpcsuite.tune.execution.xǁExecutionǁ_delta__mutmut_29|pickle protocol left to the default: the receiver unpickles any protocol
 execution|hpcsuite.tune.execution.xǁExecutionǁ_delta__mutmut_31|the same
 execution|hpcsuite.tune.execution.xǁExecutionǁ_check_bound__mutmut_7|path[4] = 2.0: the abandoned flag is merged with MAX and only tested for truth
+execution|hpcsuite.tune.execution.xǁExecutionǁ__init____mutmut_39|_busy = None for False: only tested for truth
+execution|hpcsuite.tune.execution.xǁExecutionǁ_glue__mutmut_13|_last = None at the end of _glue: every caller sets _last again before the next _glue
+execution|hpcsuite.tune.execution.xǁExecutionǁ_steady__mutmut_11|no memo (None): the decision is recomputed from the same statistics each time (cost only)
+execution|hpcsuite.tune.execution.xǁExecutionǁ_steady__mutmut_12|the same (looked up under None: never found)
+execution|hpcsuite.tune.execution.xǁExecutionǁ_steady__mutmut_18|the charged mean also for a kernel that is not steady: used only when it is
+execution|hpcsuite.tune.execution.xǁExecutionǁ_charge__mutmut_9|no memo: model.mean(key), which is what the memo holds (see _charge__mutmut_12)
+execution|hpcsuite.tune.execution.xǁExecutionǁ_charge__mutmut_10|the same
+execution|hpcsuite.tune.execution.xǁExecutionǁ_timed__mutmut_17|_count(key, None): None counts as not skipped, like False
+execution|hpcsuite.tune.execution.xǁExecutionǁ_on_compute__mutmut_54|_busy = None for False after a kernel: only tested for truth
+execution|hpcsuite.tune.execution.xǁExecutionǁ_on_compute__mutmut_78|the same
+execution|hpcsuite.tune.execution.xǁExecutionǁ_on_comm__mutmut_17|the same
+execution|hpcsuite.tune.execution.xǁExecutionǁ_on_compute__mutmut_66|_last after a reset: _on_compute sets _last again at its end, before the next glue is measured
+execution|hpcsuite.tune.execution.xǁExecutionǁ_comm_kernel__mutmut_27|'or' for 'and' in the *_wait test: no intercepted call other than Halo_wait/Ghosts_wait ends in _wait
+execution|hpcsuite.tune.execution.xǁExecutionǁ_comm_kernel__mutmut_73|None for MPI.IN_PLACE as the path allreduce's send buffer: mpi4py takes None as in place
 lesstats|hpcsuite.les.statistics.xǁStatisticsǁtimeseries__mutmut_5|dtype left to NumPy: lists of Python floats (or empty ones) become float64 arrays alike
 lesstats|hpcsuite.les.statistics.xǁStatisticsǁtimeseries__mutmut_7|the same
 lesstats|hpcsuite.les.statistics.xǁStatisticsǁtimeseries__mutmut_10|the same
@@ -171,6 +189,7 @@ lesstats|hpcsuite.les.statistics.x__global_max__mutmut_6|the same
 lesstats|hpcsuite.les.statistics.x__global_max__mutmut_12|the empty-block branch cannot be reached: process_grid refuses blocks narrower than the halo
 lesstats|hpcsuite.les.statistics.x__global_max__mutmut_14|the same
 lesstats|hpcsuite.les.statistics.x__global_max__mutmut_22|an allreduce also at one rank: MAX over one rank is its value
+lesstats|hpcsuite.les.statistics.x__global_max__mutmut_16|the same (the allreduce at any size)
 lesstats|hpcsuite.les.statistics.x_zi_dales__mutmut_3|sums without dtype=float64: the group sums are float64 (and the arithmetic after promotes to float alike)
 lesstats|hpcsuite.les.statistics.x_zi_dales__mutmut_5|the same
 lesstats|hpcsuite.les.statistics.x_zi_dales__mutmut_6|nz = None: np.diff(zh)[:None] is np.diff(zh)[:nz] (zh has nz + 1 faces)
@@ -182,10 +201,29 @@ lesstats|hpcsuite.les.statistics.x_zi_dales__mutmut_91|loc >= 0 for loc > 0: at 
 lesstats|hpcsuite.les.statistics.x_zi_dales__mutmut_92|loc > 1: at loc = 1, d0 = dgrad[0] = 0 and the formula gives zh[0] = 0 too
 lesstats|hpcsuite.les.statistics.x_zi_dales__mutmut_100|counts without dtype=float64: integer counts weigh alike (promoted in w * zi)
 lesstats|hpcsuite.les.statistics.x_zi_dales__mutmut_102|the same
+lesstats|hpcsuite.les.statistics.xǁStatisticsǁsample__mutmut_165|np.full_like(None, inf) is a 0-d inf, which np.where broadcasts like the full array
+lesstats|hpcsuite.les.statistics.xǁStatisticsǁsample__mutmut_209|rho[:2][0] is rho[:1][0]
+lesstats|hpcsuite.les.statistics.xǁStatisticsǁsample__mutmut_342|the horizontal sums are float64 already (dtype left out)
+lesstats|hpcsuite.les.statistics.xǁStatisticsǁsample__mutmut_344|the same
+lesstats|hpcsuite.les.statistics.xǁStatisticsǁsample__mutmut_377|the grid's heights are float64 already (dtype left out)
+lesstats|hpcsuite.les.statistics.xǁStatisticsǁsample__mutmut_379|the same
+lesstats|hpcsuite.les.statistics.xǁStatisticsǁsample__mutmut_381|the same
+lesstats|hpcsuite.les.statistics.xǁStatisticsǁsample__mutmut_383|the same
+lesstats|hpcsuite.les.statistics.xǁStatisticsǁsample__mutmut_415|_record does not use its scal argument
+lesstats|hpcsuite.les.statistics.xǁStatisticsǁ_record__mutmut_5|the grid's heights are float64 already (dtype left out)
+lesstats|hpcsuite.les.statistics.xǁStatisticsǁ_record__mutmut_7|the same
+lesstats|hpcsuite.les.statistics.xǁStatisticsǁ_record__mutmut_9|the same
+lesstats|hpcsuite.les.statistics.xǁStatisticsǁ_record__mutmut_11|the same
+lesstats|hpcsuite.les.statistics.xǁStatisticsǁ_record__mutmut_207|nz >= 1 for nz > 1 before zi_flux: a one-level grid with w fails earlier (_to_faces, the xfail test), so nz = 1 never gets here with fluxes
+lesstats|hpcsuite.les.statistics.x__group_sums__mutmut_8|the block is float64 already (dtype left out)
+lesstats|hpcsuite.les.statistics.x__group_sums__mutmut_10|the same
+lesstats|hpcsuite.les.statistics.x__group_sums__mutmut_27|an Allreduce also at one rank: the sum over one rank is its value
+lesstats|hpcsuite.les.statistics.x__group_sums__mutmut_38|integer column counts weigh alike (zi_dales converts them to float64)
+lesstats|hpcsuite.les.statistics.x__group_sums__mutmut_40|the same
 EOF
 )
 
-usage() { sed -n '2,42p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,44p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
 
 entry() {  # entry NAME -> "name|file|tests" or nothing
   local m
