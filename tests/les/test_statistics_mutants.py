@@ -18,11 +18,11 @@ from hpcsuite.les import thermo
 from hpcsuite.les.grid import Grid
 from hpcsuite.les.statistics import CELL_PROFILES, FACE_PROFILES, SERIES, Statistics, zi_dales
 
-NX, NY, NZ = 8, 6, 7
+NX, NY, NZ = 9, 6, 7          # (9: at least the halo width, 3 cells, per rank at 1-4 ranks)
 
 
 def _grid(nz=NZ):
-    return Grid.stretched(NX, NY, 800.0, 600.0, np.concatenate([[0.0], np.cumsum(np.linspace(50, 110, nz))]))
+    return Grid.stretched(NX, NY, 900.0, 600.0, np.concatenate([[0.0], np.cumsum(np.linspace(50, 110, nz))]))
 
 
 def _fluxes(grid, s, w, ekh, sfc):
@@ -442,7 +442,7 @@ def test_file_holds_everything_and_write_errors_reach_every_rank(team, shared_tm
     stats.write(path, attrs={"case": "unit", "dt": 0.5})
     team.barrier()
     with h5py.File(path, "r") as h:
-        for k, v in (("nx", NX), ("ny", NY), ("nz", NZ), ("xsize", 800.0), ("ysize", 600.0),
+        for k, v in (("nx", NX), ("ny", NY), ("nz", NZ), ("xsize", 900.0), ("ysize", 600.0),
                      ("interval", 120.0), ("case", "unit"), ("dt", 0.5)):
             assert h.attrs[k] == v, k
         assert h.attrs["definitions"] == lst.__doc__
@@ -505,7 +505,7 @@ def test_inversion_height_is_the_largest_gradient_not_the_largest_jump(team):
     """Equal steps of thv over layers that thicken upwards: the largest gradient d<thv>/dz is on
     the lowest inner face, the largest jump per layer times thickness on the highest."""
     zh = np.concatenate([[0.0], np.cumsum([20.0, 30.0, 50.0, 80.0, 130.0])])
-    grid = Grid.stretched(NX, NY, 800.0, 600.0, zh)
+    grid = Grid.stretched(NX, NY, 900.0, 600.0, zh)
     thl = np.broadcast_to(300.0 + np.arange(5.0), (NX, NY, 5)).copy()
     ctx = make_ctx(team, grid, dict(thl=thl))
     got = Statistics(team, grid).sample(ctx)
