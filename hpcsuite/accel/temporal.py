@@ -204,16 +204,33 @@ def _row7(o, zz, zm, zp, m0, p0, n, c0, cx, cy, cz):  # pragma: no cover - compi
                 + cz * (zz[k + 2] + zz[k]))
 
 
+#: unsigned indices: numba wraps negative *signed* indices around at every access, which keeps
+#: the inner loop from vectorising when the offsets are runtime values; every index below is a
+#: valid (non-negative) position, so unsigned ones change nothing but the code
+_U = numba.uint64 if kernels.HAVE_NUMBA else int
+
+
 @_jit
 def _plane7(d, dp, dj, dk, a, ap, aj, ak, b, bp, bj, bk, c, cp, cj, ck,
             j0, j1, k0, k1, c0, cx, cy, cz):  # pragma: no cover - compiled
-    # plane dp of d (offsets dj, dk added to global j, k) from planes i-1 (a), i (b), i+1 (c)
+    # plane dp of d (offsets dj, dk added to global j, k) from planes i-1 (a), i (b), i+1 (c).
+    # Indexed directly (a row view per operand cost more than the row's arithmetic: 1.03 against
+    # 0.80 ns per cell in cache, 96^3, 1 thread); the expression and its order are _row7's, so
+    # the result is bit-identical to the single sweep.
     n = k1 - k0
+    if n <= 0:
+        return
+    one = _U(1)
+    pd, pa, pb, pc = _U(dp), _U(ap), _U(bp), _U(cp)
+    kd, ka, kb0, kc = _U(k0 + dk), _U(k0 + ak), _U(k0 + bk), _U(k0 + ck)
     for j in range(j0, j1):
-        _row7(d[dp, j + dj, k0 + dk:k1 + dk],
-              b[bp, j + bj, k0 + bk - 1:k1 + bk + 1],
-              b[bp, j + bj - 1, k0 + bk:k1 + bk], b[bp, j + bj + 1, k0 + bk:k1 + bk],
-              a[ap, j + aj, k0 + ak:k1 + ak], c[cp, j + cj, k0 + ck:k1 + ck], n, c0, cx, cy, cz)
+        jd, ja, jb, jc = _U(j + dj), _U(j + aj), _U(j + bj), _U(j + cj)
+        jbp, jbm = jb + one, jb - one
+        for kk in range(_U(n)):
+            kb = kb0 + kk
+            d[pd, jd, kd + kk] = (c0 * b[pb, jb, kb] + cx * (c[pc, jc, kc + kk] + a[pa, ja, ka + kk])
+                                  + cy * (b[pb, jbp, kb] + b[pb, jbm, kb])
+                                  + cz * (b[pb, jb, kb + one] + b[pb, jb, kb - one]))
 
 
 # the 27-point row is kernels.stencil27_row (one definition for the single sweep and the blocked kernel)
