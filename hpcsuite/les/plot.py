@@ -219,6 +219,8 @@ def _timeseries_figure(ts, rho_s: float | None = None, bomex: bool = False):
         if not ax.lines:                     # e.g. the cloud panels of a dry run
             ax.text(0.5, 0.5, "not in this run's statistics", transform=ax.transAxes, ha="center",
                     va="center", color="0.4")
+    if bomex and t.size:
+        _draw_dales(drawn, t.max())
     if bomex and t.size and t.max() >= 6.0 - 1e-9:
         labelled = set()
         for key, (lo, hi, _unit, _what) in BOMEX_REFERENCE.items():
@@ -241,6 +243,26 @@ def _timeseries_figure(ts, rho_s: float | None = None, bomex: bool = False):
             ax.legend(*handles, fontsize="small")
     fig.suptitle("Time series")
     return fig
+
+
+def _draw_dales(drawn: dict, t_end_h: float) -> None:
+    """The DALES 3.2 BOMEX reference run's series (:func:`hpcsuite.les.cases.dales_bomex_series`)
+    up to this run's end, dashed in the colour of our series with the same definition, so that a
+    reader sees the two runs side by side rather than only the hours 3-6 boxes."""
+    from .cases import BOMEX_MATCH, dales_bomex_series
+    try:
+        ref = dales_bomex_series()
+    except InputError:                       # a trimmed install without the data file: no overlay
+        return
+    th = np.asarray(ref["time_s"], dtype=float) / 3600.0
+    keep = th <= t_end_h + 1e-9
+    labelled = set()
+    for key, (col, factor, *_rest) in BOMEX_MATCH.items():
+        if key in drawn and col in ref:
+            ax, colour = drawn[key]
+            ax.plot(th[keep], factor * np.asarray(ref[col], dtype=float)[keep], color=colour, ls="--",
+                    lw=0.9, alpha=0.8, label=None if ax in labelled else "dashed: DALES 3.2 run, same definition")
+            labelled.add(ax)
 
 
 def _crosssection(path: Path, out: Path) -> Path:

@@ -122,6 +122,31 @@ def test_timeseries_of_a_6_hour_bomex_run_shows_the_dales_reference_ranges():
     assert kinematic == {r"$w'\theta_l'$ (K m/s)", r"$w'q_t'$ (kg/kg m/s)"}
 
 
+def test_timeseries_of_a_bomex_run_overlays_the_dales_series_with_the_same_definition():
+    """Each compared series gets the DALES 3.2 run's series dashed in its colour, up to the run's
+    end, in our units (the LWP from kg/m^2 to g/m^2); a non-BOMEX run gets none."""
+    from hpcsuite.les.cases import BOMEX_MATCH, dales_bomex_series
+    from hpcsuite.les.plot import _timeseries_figure
+    t = np.arange(0.0, 2 * 3600 + 1, 600.0)
+    ts = {"time": t, "cloud_cover": 0.1 + 0 * t, "cloud_top": 1600 + 0 * t, "lwp": 5 + 0 * t,
+          "cloud_base_avg": 700 + 0 * t, "cloud_top_avg": 800 + 0 * t, "zi_dales": 1600 + 0 * t}
+    ref = dales_bomex_series()
+    th = ref["time_s"] / 3600.0
+
+    def dashed(fig):
+        return [(ax, ln) for ax in fig.axes for ln in ax.lines if ln.get_linestyle() == "--"]
+    fig = _timeseries_figure(ts, 1.16, bomex=True)
+    assert len(dashed(fig)) == len(BOMEX_MATCH) == 6
+    lwp_axes = next(ax for ax in fig.axes if "liquid water path" in [ln.get_label() for ln in ax.lines])
+    ours = next(ln for ln in lwp_axes.lines if ln.get_label() == "liquid water path")
+    lwp = [ln for ax, ln in dashed(fig) if ax is lwp_axes]
+    assert len(lwp) == 1 and lwp[0].get_color() == ours.get_color()
+    n = int(np.sum(th <= 2.0 + 1e-9))
+    np.testing.assert_array_equal(lwp[0].get_xdata(), th[:n])
+    np.testing.assert_array_equal(lwp[0].get_ydata(), 1e3 * ref["lwp_bar_kg_m2"][:n])
+    assert dashed(_timeseries_figure(ts, 1.16, bomex=False)) == []
+
+
 def test_timeseries_of_a_dry_run_shows_the_entrainment_level_and_says_what_is_missing():
     from hpcsuite.les.plot import _timeseries_figure
     t = np.arange(0.0, 3600 + 1, 600.0)
