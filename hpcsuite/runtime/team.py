@@ -13,9 +13,11 @@ Run with ``mpiexec -n 4 python example.py``::
     grid = team.grid(2)            # every rank: grid.dims == (2, 2); rank 3 sees grid.coords == (1, 1)
     row = grid.sub([False, True])  # the ranks of my grid row: row.size == 2
     node = team.split_by_node()    # the ranks on my node
+    rows = team.derived(("rows", 2), lambda t: t.split(t.rank // 2))   # made once, kept with team
 """
 from __future__ import annotations
 
+import atexit
 import functools
 import math
 import operator
@@ -89,7 +91,9 @@ class Team:
     Notes
     -----
     Creating a team from an existing communicator is local. :meth:`split`, :meth:`split_by_node`
-    and :meth:`grid` are collective over this team.
+    and :meth:`grid` are collective over this team. Communicators that code needs again and again
+    (a node communicator, the rows of a process grid) are made once and kept with the team through
+    :meth:`derived`.
     """
 
     def __init__(self, comm: MPI.Comm | None = None, parent: "Team | None" = None):
@@ -97,6 +101,7 @@ class Team:
         self.parent = parent
         self.rank: int = self.comm.Get_rank()
         self.size: int = self.comm.Get_size()
+        self._derived: dict = {}
 
     @classmethod
     def world(cls) -> "Team":
@@ -138,6 +143,42 @@ class Team:
         leaders = sorted(set(self.comm.allgather(leader)))
         node.free()
         return leaders.index(leader), len(leaders)
+
+    def derived(self, key, make):
+        """A communicator (or team) derived from this team: made once, then kept with the team.
+
+        The first call for a ``key`` runs ``make(self)`` and keeps what it returns; later calls
+        return that same object. Collective the first time a key is asked for (``make`` usually
+        is: every rank must ask for new keys in the same order), local afterwards. Code that gets
+        an object here never frees it: it is freed with the team (:meth:`free`) or at exit, newest
+        first, before MPI is finalised (and after ``pgas`` has released its windows).
+
+        Parameters
+        ----------
+        key : hashable
+            What the object is, the same on every rank, prefixed by the module that makes it,
+            e.g. ``("pgas.node",)`` or ``("pgas.summa.row", grid_dims)``.
+        make : callable
+            ``make(team)`` -> an ``mpi4py.MPI.Comm``, or anything with a collective ``free()``
+            (a :class:`Team`, an object holding several teams).
+
+        Returns
+        -------
+        object
+            What ``make`` returned on the first call for ``key``.
+
+        Examples
+        --------
+        >>> node = team.derived(("pgas.node",), Team.split_by_node)   # collective once
+        >>> node is team.derived(("pgas.node",), Team.split_by_node)  # local: True
+        True
+        """
+        obj = self._derived.get(key, _MISSING)
+        if obj is _MISSING:
+            obj = make(self)
+            self._derived[key] = obj
+            _DERIVED.append(obj)
+        return obj
 
     def grid(self, dims: int | Sequence[int], periods: bool | Sequence[bool] = False) -> "ProcessGrid":
         """A Cartesian process grid over this team. Collective.
@@ -270,9 +311,46 @@ class Team:
         waitall(reqs)
 
     def free(self) -> None:
-        """Release the communicator (not for the world team). Collective."""
+        """Release the communicators derived from the team (:meth:`derived`, newest first) and
+        the team's own (not for the world team). Collective."""
+        for obj in reversed(list(self._derived.values())):
+            _free_derived(obj)
+        self._derived.clear()
         if self.comm not in (MPI.COMM_WORLD, MPI.COMM_SELF) and self.comm != MPI.COMM_NULL:
             self.comm.Free()
+
+
+_MISSING = object()
+# every object made by Team.derived and not yet freed, oldest first (the same order on every rank:
+# making one is collective); freed newest first at exit, teams that are gone by then included
+_DERIVED: list = []
+
+
+def _free_derived(obj) -> None:
+    """Free one object made by :meth:`Team.derived` (an MPI communicator or anything with
+    ``free()``) and forget it. Collective."""
+    for i, o in enumerate(_DERIVED):
+        if o is obj:
+            del _DERIVED[i]
+            break
+    if isinstance(obj, MPI.Comm):
+        if obj != MPI.COMM_NULL:
+            obj.Free()
+    else:
+        obj.free()
+
+
+@atexit.register
+def _free_derived_at_exit() -> None:
+    # Registered when this module is imported, i.e. before pgas.memory registers its own exit
+    # handler (pgas imports the runtime first), so it runs after that one (atexit runs handlers
+    # last-in first-out): the windows made on a node communicator are gone before it is freed;
+    # and mpi4py finalises MPI after every handler registered after its import.
+    if MPI.Is_finalized():
+        _DERIVED.clear()
+        return
+    while _DERIVED:
+        _free_derived(_DERIVED[-1])
 
 
 class ProcessGrid(Team):
