@@ -14,12 +14,14 @@ import atexit
 import collections
 import math
 import os
-import weakref
 
 import numpy as np
 from mpi4py import MPI
 
 from . import lifetime
+# (imported first, so runtime.team's exit handler, which frees the node communicators, runs after
+# this module's, which frees the windows made on them)
+from ..runtime import team as _team_module  # noqa: F401
 
 __all__ = ["Segment", "acquire", "live_segments", "pooled_segments", "drain_pool"]
 
@@ -94,9 +96,9 @@ def node_comm(team) -> MPI.Comm:
     segment (the split is the most expensive part of allocating an array). Collective on the first
     call for a team, local afterwards.
 
-    Internal to pgas (segments, and ``array`` for a rank's index on its node): one node
-    communicator per team object, kept here rather than on the :class:`~hpcsuite.runtime.Team`;
-    freed at exit after the segments that use it.
+    Internal to pgas (segments, and ``array`` for a rank's index on its node): kept on the team
+    through :meth:`Team.derived <hpcsuite.runtime.Team.derived>`, so it is freed with the team or
+    at exit, after the segments that use it.
 
     Parameters
     ----------
@@ -108,16 +110,11 @@ def node_comm(team) -> MPI.Comm:
     mpi4py.MPI.Comm
         The ranks of ``team`` on this rank's node (ranked as in ``team``).
     """
-    nc = _NODE_COMM.get(team)
-    if nc is None:
-        nc = team.comm.Split_type(MPI.COMM_TYPE_SHARED, key=team.rank)
-        _NODE_COMM[team] = nc
-        _node_comms.append(nc)
-    return nc
+    return team.derived(("pgas.node",), _split_by_node).comm
 
 
-_NODE_COMM: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()    # team -> its node communicator
-_node_comms: list = []      # every one made, freed at exit (a team may be gone by then)
+def _split_by_node(team):
+    return team.split_by_node()
 
 
 class Segment:
@@ -254,6 +251,4 @@ def _free_at_exit() -> None:
         s.pool_key = None
         s.free()
     drain_pool()
-    for c in _node_comms:
-        c.Free()
-    _node_comms.clear()
+    # the node communicators go after this, with their teams (runtime.team's exit handler)
