@@ -170,7 +170,7 @@ def _check(A, variant, lookahead, out) -> int:
     """Validate alike on every rank before any communication; return the block size."""
     if not isinstance(A, DistArray):
         raise ValueError(f"cholesky: A must be a pgas.DistArray, got {type(A).__name__}")
-    A._alive()
+    A.check_alive()
     if A.ndim != 2 or A.shape[0] != A.shape[1]:
         raise ValueError(f"cholesky: A must be a square matrix, got shape {A.shape}")
     if A.dtype != np.float64:
@@ -195,7 +195,7 @@ def _check(A, variant, lookahead, out) -> int:
     if out is not None and out is not A:
         if not isinstance(out, DistArray):
             raise ValueError(f"cholesky: out must be a pgas.DistArray, got {type(out).__name__}")
-        out._alive()
+        out.check_alive()
         if out.shape != A.shape or out.dtype != A.dtype:
             raise ValueError(f"cholesky: out is {out.dtype} {out.shape}, A is {A.dtype} {A.shape}")
         if out.grid != A.grid:

@@ -49,7 +49,7 @@ def _layout(A, panel, grid) -> tuple[int, int, int]:
     """Validate alike on every rank; return the working layout ``(Pr, Pc, panel)``."""
     if not isinstance(A, DistArray):
         raise ValueError(f"cholqr2: A must be a pgas.DistArray, got {type(A).__name__}")
-    A._alive()
+    A.check_alive()
     if A.ndim != 2:
         raise ValueError(f"cholqr2: A must be 2-D, got shape {A.shape}")
     m, n = A.shape

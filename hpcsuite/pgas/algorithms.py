@@ -51,7 +51,7 @@ def check_array(a, func: str, name: str = "a") -> None:
     """Raise ``ValueError`` unless ``a`` is a live CPU :class:`DistArray`. Local."""
     if not isinstance(a, DistArray):
         raise ValueError(f"{func}: {name} must be a DistArray, got {type(a).__name__}")
-    a._alive()
+    a.check_alive()
     if a.device.is_gpu:
         raise ValueError(f"{func}: {name} lives on the GPU; the PGAS algorithms work on device='cpu' arrays")
 

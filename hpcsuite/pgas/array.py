@@ -174,7 +174,9 @@ class DistArray(NDArrayOperatorsMixin):
     """
 
     __hash__ = object.__hash__          # identity, as before the operators (== is elementwise)
-    _auto_free = False                  # set on the arrays the NumPy protocols return
+    #: Released when its last reference goes (see the notes above), instead of by ``free()``: set
+    #: on the arrays the NumPy protocols return. Internal to hpcsuite (``pgas``'s NumPy modules).
+    auto_free = False
 
     def __init__(self, shape, dtype=np.float64, dist=BLOCKED, team: Team | None = None, grid=None,
                  halo=0, boundary="none", corners: bool = False, device="cpu", shm: bool | None = None):
@@ -202,10 +204,26 @@ class DistArray(NDArrayOperatorsMixin):
         self._setup(HaloSpec.build(self.halo_width, boundary, corners, self.pattern.ndim), shm)
 
     @classmethod
-    def _new(cls, pattern: Pattern, dtype, team: Team, device, shm=None) -> "DistArray":
-        """A new uninitialised array of an existing (already validated) ``pattern`` on ``team``
-        and ``device`` (a Device), without halo: what the NumPy protocols make per result, without
-        re-validating or rebuilding the pattern. Collective (as the constructor). Internal to pgas."""
+    def from_pattern(cls, pattern: Pattern, dtype, team: Team, device, shm=None) -> "DistArray":
+        """A new uninitialised array of an existing (already validated) pattern, without halo.
+        Collective (as the constructor).
+
+        Internal to hpcsuite: what the NumPy protocols (``pgas.arith`` and its neighbours) make
+        per result, without re-validating or rebuilding the pattern.
+
+        Parameters
+        ----------
+        pattern : Pattern
+            The distribution, shared with the arrays it came from (patterns never change).
+        dtype : dtype
+            Element type.
+        team : Team
+            The pattern's team.
+        device : Device
+            Where the local storage lives (``like.device`` of an existing array).
+        shm : bool, optional
+            As for the constructor.
+        """
         self = cls.__new__(cls)
         self.pattern, self.team = pattern, team
         self.dtype = np.dtype(dtype)
@@ -214,6 +232,8 @@ class DistArray(NDArrayOperatorsMixin):
         self.device = device
         self._setup(_no_halo_spec(pattern.ndim), shm)
         return self
+
+    _new = from_pattern         # the former name, until pgas.arith uses from_pattern (issue 22)
 
     def _setup(self, halo_spec, shm) -> None:
         """The storage: a pooled or new segment of the pattern's layout. Collective."""
@@ -230,7 +250,7 @@ class DistArray(NDArrayOperatorsMixin):
         nominal = -(-pattern.size // max(team.size, 1)) * self.dtype.itemsize
         lifetime.drain(team)                  # a collective point: release dropped results first
         self._seq = lifetime.next_id(team)    # the same on every rank (creation is collective)
-        self._seg = acquire(team, self._padded_storage_shape(team.rank), self.dtype, shm=shm,
+        self._seg = acquire(team, self.padded_storage_shape(team.rank), self.dtype, shm=shm,
                             key=key, nominal_bytes=nominal)
         self._freed = False
         self._set_views()
@@ -239,7 +259,13 @@ class DistArray(NDArrayOperatorsMixin):
             self._dev_storage = self.device.xp.zeros(self._seg.shape, dtype=self.dtype)
 
     # ------------------------------------------------------------------ shape and views
-    def _padded_storage_shape(self, unit: int) -> tuple[int, ...]:
+    def padded_storage_shape(self, unit: int) -> tuple[int, ...]:
+        """The shape of ``unit``'s stored block: its :meth:`Pattern.storage_shape
+        <hpcsuite.pgas.Pattern.storage_shape>` with the halo on both sides (what
+        :attr:`segment` ``.array`` is on that unit). Local.
+
+        Internal to hpcsuite (``redistribute`` and ``sync`` address elements in it).
+        """
         s = self._storage_shapes.get(unit)
         if s is None:
             base = self.pattern.storage_shape(unit)
@@ -247,18 +273,26 @@ class DistArray(NDArrayOperatorsMixin):
             self._storage_shapes[unit] = s
         return s
 
-    def _element_address(self, gidx: tuple[int, ...]) -> tuple[int, int]:
-        """``(unit, displacement)`` of one element (a full, non-negative, in-range index) in its
-        owner's padded storage, in elements. O(ndim) arithmetic, cached strides; for atomics."""
+    def element_address(self, gidx: tuple[int, ...]) -> tuple[int, int]:
+        """``(unit, displacement)`` of one element in its owner's padded storage, the displacement
+        in elements (the unit of the :attr:`segment` window). Local: O(ndim) arithmetic with
+        cached strides.
+
+        Internal to hpcsuite (``pgas.sync``'s atomics).
+
+        Parameters
+        ----------
+        gidx : tuple of int
+            A full, non-negative, in-range global index (not checked here).
+        """
         p = self.pattern
-        unit, lidx = 0, []
-        for m, g, us in zip(p.maps, gidx, p._ustride):
-            unit += int(m.owner(g)) * us
-            lidx.append(int(m.local(g)))
+        owners = [int(m.owner(g)) for m, g in zip(p.maps, gidx)]
+        unit = p.unit_of(owners)
+        lidx = [int(m.local(g)) for m, g in zip(p.maps, gidx)]
         pos = p.storage_index(lidx) if p.tiled else lidx
         strides = self._storage_strides.get(unit)
         if strides is None:
-            shape = self._padded_storage_shape(unit)
+            shape = self.padded_storage_shape(unit)
             strides = tuple(math.prod(shape[k + 1:]) for k in range(len(shape)))
             self._storage_strides[unit] = strides
         w = self.halo_width
@@ -268,6 +302,58 @@ class DistArray(NDArrayOperatorsMixin):
         st = self._seg.array
         w = self.halo_width
         self._local = st[tuple(slice(x, n - x) for x, n in zip(w, st.shape))] if any(w) else st
+
+    # ------------------------------------------------------------------ internal interface
+    # What the other modules of pgas (redistribute, hdf5, sync, summa, sort, halo, algorithms, the
+    # NumPy protocols) and linalg need from an array, as documented names instead of its private
+    # attributes: the storage (host segment, device buffer, owned block), its MPI element type,
+    # addresses in it, liveness (check_alive, freed), and from_pattern / auto_free for results.
+    # Internal to hpcsuite: not the user API (the guide does not list them); they change with the
+    # modules that use them. tests/test_private_attributes.py keeps other modules off the
+    # underscored names.
+    @property
+    def segment(self):
+        """The globally addressable host storage of this unit, a ``Segment`` of
+        ``hpcsuite.pgas.memory``. Local.
+
+        ``segment.array`` is the padded storage (the owned block with its halo around it,
+        C-contiguous, shape :meth:`padded_storage_shape`); on GPU arrays it is the host copy that
+        one-sided access and I/O use (see :meth:`update_host`). ``segment.win`` is the team window
+        (displacement unit one element, locked for the array's lifetime), ``segment.flush()``
+        completes one-sided operations, ``segment.shm`` and ``segment.node_rank_of`` say which
+        peers' storage is mapped here.
+
+        Internal to hpcsuite (``redistribute``, ``hdf5``, ``sync``).
+        """
+        return self._seg
+
+    @property
+    def device_storage(self):
+        """GPU arrays: the padded storage on the device (laid out like ``segment.array``);
+        ``None`` on CPU arrays. Local.
+
+        Internal to hpcsuite (``redistribute``, ``hdf5``, ``summa``).
+        """
+        return self._dev_storage
+
+    @property
+    def host_local(self) -> np.ndarray:
+        """This unit's owned block in the host storage: a writable view of ``segment.array``
+        without the halo. The same memory as :attr:`local` on CPU arrays; on GPU arrays the host
+        copy (current after :meth:`update_host`). Local.
+
+        Internal to hpcsuite (``redistribute``, ``summa``).
+        """
+        return self._local
+
+    @property
+    def mpitype(self) -> MPI.Datatype:
+        """The MPI datatype of one element (``mpi_type(dtype)``: cached, never freed by the
+        caller). Local.
+
+        Internal to hpcsuite (``redistribute``, ``sort``).
+        """
+        return self._mpitype
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -295,7 +381,7 @@ class DistArray(NDArrayOperatorsMixin):
 
         For TILE patterns its shape is ``(tiles..., tile extents...)`` (:meth:`Pattern.storage_shape`).
         """
-        self._alive()
+        self.check_alive()
         if self._dev_storage is not None:
             w = self.halo_width
             st = self._dev_storage
@@ -305,7 +391,7 @@ class DistArray(NDArrayOperatorsMixin):
     @property
     def local_with_halo(self):
         """The local block including its ghost cells (same as :attr:`local` without halo)."""
-        self._alive()
+        self.check_alive()
         return self._dev_storage if self._dev_storage is not None else self._seg.array
 
     @property
@@ -332,7 +418,7 @@ class DistArray(NDArrayOperatorsMixin):
     @property
     def halo(self):
         """The :class:`~hpcsuite.pgas.halo.Halo` of this array (``update()``, ``update_async()``)."""
-        self._alive()
+        self.check_alive()
         if self._halo is None:
             from .halo import Halo
             self._halo = Halo(self, self._halo_spec)
@@ -444,9 +530,30 @@ class DistArray(NDArrayOperatorsMixin):
         return np.clip(self, min, max, out=out)
 
     # ------------------------------------------------------------------ lifetime
-    def _alive(self) -> None:
+    def check_alive(self) -> None:
+        """Raise ``RuntimeError`` if the array was freed. Local.
+
+        Internal to hpcsuite: the first check of the operations on arrays in ``pgas`` and
+        ``linalg``.
+        """
         if self._freed:
             raise RuntimeError("this DistArray was freed; it can no longer be used")
+
+    _alive = check_alive        # the former name, until pgas.arith uses check_alive (issue 22)
+
+    @property
+    def _auto_free(self) -> bool:
+        # the former name of auto_free, until pgas's NumPy modules use auto_free (issue 22)
+        return self.auto_free
+
+    @_auto_free.setter
+    def _auto_free(self, value: bool) -> None:
+        self.auto_free = value
+
+    @property
+    def freed(self) -> bool:
+        """Whether the array was released (:meth:`free`, or queued for release). Local."""
+        return self._freed
 
     def free(self) -> None:
         """Release the array's windows and memory (into the reuse pool when it fits). Collective;
@@ -469,7 +576,7 @@ class DistArray(NDArrayOperatorsMixin):
         # Never a collective here (the cyclic garbage collector runs at different moments on
         # different ranks): the resources are queued and released at the team's next collective
         # point, in an order agreed by all ranks (pgas.lifetime).
-        if self._auto_free and not getattr(self, "_freed", True) and not MPI.Is_finalized():
+        if self.auto_free and not getattr(self, "_freed", True) and not MPI.Is_finalized():
             self._freed = True
             lifetime.defer(self.team, self._seq, _releaser(self._seg, self._halo,
                                                            list(self._plans.values())))
@@ -481,9 +588,13 @@ class DistArray(NDArrayOperatorsMixin):
         self.free()
 
     # ------------------------------------------------------------------ global view: get
-    def _peer(self, unit: int):
-        """A NumPy view of ``unit``'s padded storage if it is on this node."""
-        return self._seg.peer_view(unit, self._padded_storage_shape(unit))
+    def peer_storage(self, unit: int) -> np.ndarray | None:
+        """A NumPy view of ``unit``'s padded host storage when it is mapped here (same node, shared
+        memory on), else ``None``. Local.
+
+        Internal to hpcsuite (``redistribute``'s shared-memory copy).
+        """
+        return self._seg.peer_view(unit, self.padded_storage_shape(unit))
 
     def _direct_index(self, piece, unit_storage_shape):
         """Index into a unit's padded storage for a piece (shared-memory path)."""
@@ -511,7 +622,7 @@ class DistArray(NDArrayOperatorsMixin):
         halo = self.halo_width if any(self.halo_width) else None
         acc = _Access(full, out_shape, [], [], [], [], key is None)
         for pc in pieces:
-            ushape = self._padded_storage_shape(pc.unit)
+            ushape = self.padded_storage_shape(pc.unit)
             view = self._seg.peer_view(pc.unit, ushape)
             ridx = pc.result_index(None)
             if view is not None:
@@ -554,7 +665,7 @@ class DistArray(NDArrayOperatorsMixin):
         ``out`` avoids allocating (and first-touching) a new buffer for every read. Raises
         ``IndexError`` naming the index and the global shape when out of range.
         """
-        self._alive()
+        self.check_alive()
         acc = self._access(idx)
         if out is None:
             result = np.empty(acc.full_shape, dtype=self.dtype)
@@ -578,7 +689,7 @@ class DistArray(NDArrayOperatorsMixin):
 
     def get_async(self, idx) -> "GetHandle":
         """Start reading ``idx``; ``handle.wait()`` returns the array. One-sided."""
-        self._alive()
+        self.check_alive()
         acc = self._access(idx)
         result = np.empty(acc.full_shape, dtype=self.dtype)
         deferred = self._start_get(acc, result)
@@ -608,7 +719,7 @@ class DistArray(NDArrayOperatorsMixin):
     def __setitem__(self, idx, value) -> None:
         """Write ``value`` (broadcast to the selection) into ``idx`` from any rank. One-sided;
         returns when the data is in the owners' memory."""
-        self._alive()
+        self.check_alive()
         _, targets = self._start_put(idx, value)
         for t in targets:
             self._seg.win.Flush(t)
@@ -616,18 +727,18 @@ class DistArray(NDArrayOperatorsMixin):
 
     def put_async(self, idx, value) -> "PutHandle":
         """Start writing ``value`` into ``idx``; ``handle.wait()`` completes it at the owners. One-sided."""
-        self._alive()
+        self.check_alive()
         keep, targets = self._start_put(idx, value)
         return PutHandle(self._seg, keep, targets)
 
     def flush(self) -> None:
         """Complete every outstanding one-sided operation this rank issued on the array. Local."""
-        self._alive()
+        self.check_alive()
         self._seg.flush()
 
     def sync(self) -> None:
         """Complete all one-sided operations and wait for every unit. Collective."""
-        self._alive()
+        self.check_alive()
         self._seg.flush()
         self.team.barrier()
         self._seg.shm_win.Sync()
@@ -636,9 +747,9 @@ class DistArray(NDArrayOperatorsMixin):
     def to_numpy(self, root: int | None = None) -> np.ndarray | None:
         """The whole array as one NumPy array: on every rank (``root=None``) or only on ``root``
         (others get ``None``). Collective; needs memory for the whole array where it lands."""
-        self._alive()
+        self.check_alive()
         p = self.pattern
-        mine = np.ascontiguousarray(p.storage_to_local(self._host_local()))
+        mine = np.ascontiguousarray(p.storage_to_local(self.local_on_host()))
         counts = [p.local_size(u) for u in range(self.team.size)]
         displs = np.concatenate(([0], np.cumsum(counts)[:-1])).tolist()
         if root is None:
@@ -658,8 +769,12 @@ class DistArray(NDArrayOperatorsMixin):
                 _place(out, p, u, block)
         return out
 
-    def _host_local(self) -> np.ndarray:
-        """The owned block on the host (a device-to-host copy on GPU)."""
+    def local_on_host(self) -> np.ndarray:
+        """This unit's owned block on the host, current: :attr:`host_local` on CPU arrays, a
+        device-to-host copy of :attr:`local` on GPU arrays. Local.
+
+        Internal to hpcsuite (``summa``, ``to_numpy``).
+        """
         return self.device.to_host(self.local) if self.device.is_gpu else self._local
 
     def update_host(self) -> None:
@@ -930,7 +1045,7 @@ def from_numpy(arr, dist=BLOCKED, root: int | None = 0, team: Team | None = None
             sendbuf = np.concatenate(parts) if parts else np.empty(0, dtype)
             counts = [x.size for x in parts]
             displs = np.concatenate(([0], np.cumsum(counts)[:-1])).tolist()
-            send = [sendbuf, counts, displs, a._mpitype]
+            send = [sendbuf, counts, displs, a.mpitype]
         else:
             send = None
         recv = np.empty(p.local_size(team.rank), dtype=dtype)

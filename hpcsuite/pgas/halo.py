@@ -159,7 +159,7 @@ class Halo:
         ``self_copies=False`` leaves the ghosts that wrap around onto this unit to the caller
         (:class:`HaloGroup` copies them for several arrays at once).
         """
-        self.array._alive()
+        self.array.check_alive()
         if self._active:
             raise RuntimeError("a halo update of this array is already in flight; wait() for it first")
         u = self.array.local_with_halo

@@ -157,9 +157,9 @@ def _memory(a: DistArray, for_read: bool):
         space.select_none()                    # still takes part in the collective transfer
         return np.empty(1, a.dtype), space
     if p.tiled:
-        buf = np.empty(ls, a.dtype) if for_read else np.ascontiguousarray(p.storage_to_local(a._seg.array))
+        buf = np.empty(ls, a.dtype) if for_read else np.ascontiguousarray(p.storage_to_local(a.segment.array))
         return buf, h5s.create_simple(ls)
-    buf = a._seg.array                         # C-contiguous, with the halo around the owned block
+    buf = a.segment.array                         # C-contiguous, with the halo around the owned block
     space = h5s.create_simple(buf.shape)
     if any(a.halo_width):
         space.select_hyperslab(tuple(a.halo_width), (1,) * a.ndim, None, ls)
@@ -191,7 +191,7 @@ def _read_direct(dset, a: DistArray) -> None:
     _select_owned(fspace, a.pattern, a.team.rank)
     dset.id.read(mspace, fspace, buf, dxpl=_collective_dxpl(dset))
     if a.pattern.tiled and a.pattern.local_size(a.team.rank):
-        a._seg.array[...] = a.pattern.local_to_storage(buf)
+        a.segment.array[...] = a.pattern.local_to_storage(buf)
 
 
 def _write(dset, a: DistArray) -> None:
@@ -401,18 +401,18 @@ def save_hdf5(a: DistArray, path, name: str, attrs: Mapping | None = None, mode:
     if mode not in MODES:
         raise ValueError(f"save_hdf5: mode must be 'w' (new file) or 'a' (add to an existing file), "
                          f"got {mode!r} (file {path}, dataset {name!r})")
-    if a._freed:
+    if a.freed:
         raise ValueError(f"save_hdf5: the array was freed (file {path}, dataset {name!r})")
     _check_attrs(attrs, path, name)
     team = a.team
     # a.sync() folded into the verdict's exchange: complete my one-sided writes (and copy a GPU
     # block to the host storage that is written), wait for every rank, then see theirs
-    if a._dev_storage is not None:
-        a._seg.array[...] = a.device.to_host(a._dev_storage)
+    if a.device_storage is not None:
+        a.segment.array[...] = a.device.to_host(a.device_storage)
     a.flush()
     attrs = _rank0_verdict(team, _save_where(path, name), _check_target, path, name, mode,
                            dict(attrs or {}), as_barrier=True)
-    a._seg.shm_win.Sync()
+    a.segment.shm_win.Sync()
     if mode == "w":
         with atomic_parallel_file(path, team) as f:
             _write_dataset(f, a, name, attrs)

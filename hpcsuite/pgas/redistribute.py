@@ -64,7 +64,7 @@ def _side_types(array, my_pattern, other_pattern, rank, base):
     nd = my_pattern.ndim
     coords = my_pattern.unit_coords(rank)
     per_dim = [_groups(my_pattern.maps[d], coords[d], other_pattern.maps[d]) for d in range(nd)]
-    storage_shape = array._padded_storage_shape(rank)
+    storage_shape = array.padded_storage_shape(rank)
     halo = array.halo_width if any(array.halo_width) else None
     itemsize = base.Get_size()
     specs, to_free = {}, []
@@ -101,7 +101,7 @@ def _plan(src, dst):
     if hit is not None:
         _PLANS.move_to_end(key)
         return hit[0], hit[1]
-    base, rank, n = dst._mpitype, src.team.rank, src.team.size
+    base, rank, n = dst.mpitype, src.team.rank, src.team.size
     sspec, sfree = _side_types(src, src.pattern, dst.pattern, rank, base)
     rspec, rfree = _side_types(dst, dst.pattern, src.pattern, rank, base)
     empty = (0, 0, base)
@@ -173,7 +173,7 @@ def _on_one_node(src, dst) -> bool:
     """Whether every unit's storage of both arrays is mapped in shared memory here: the whole
     team on this node, plain (untiled) layouts. The same answer on every rank. Local."""
     for a in (src, dst):
-        seg = a._seg
+        seg = a.segment
         if not seg.shm or a.pattern.tiled or len(seg.node_rank_of) != a.team.size:
             return False
     return True
@@ -182,17 +182,17 @@ def _on_one_node(src, dst) -> bool:
 def _copy_direct(src, dst) -> None:
     """``copy`` through shared memory (see the module notes). Collective."""
     team = src.team
-    src._seg.flush()                    # my source writes visible to the node ...
+    src.segment.flush()                    # my source writes visible to the node ...
     team.barrier()                      # ... and everyone's, before anyone reads
     w = src.halo_width
-    out = dst._local
+    out = dst.host_local
     for unit, pieces in _direct_plan(src, dst):
-        peer = src._peer(unit)
+        peer = src.peer_storage(unit)
         if any(w):
             peer = peer[tuple(slice(x, n - x) for x, n in zip(w, peer.shape))]
         for mine, theirs in pieces:
             out[mine] = peer[theirs]
-    dst._seg.flush()
+    dst.segment.flush()
     team.barrier()                      # no source may change while a peer still reads it
 
 
@@ -200,17 +200,17 @@ def _copy_on_devices(src, dst) -> None:
     """``copy`` between two GPU arrays with a CUDA-aware MPI: the same ``Alltoallw`` as on the
     host, on the device storages (laid out like the host segments, so the datatypes apply).
     Collective."""
-    send = src._dev_storage if src.dtype == dst.dtype else src._dev_storage.astype(dst.dtype)
+    send = src.device_storage if src.dtype == dst.dtype else src.device_storage.astype(dst.dtype)
     src.device.synchronize()            # the source is complete before MPI reads it
     sendspec, recvspec = _plan(src, dst)
-    src.team.Alltoallw([send, *sendspec], [dst._dev_storage, *recvspec])
+    src.team.Alltoallw([send, *sendspec], [dst.device_storage, *recvspec])
 
 
 def copy_plan_counts(src, dst) -> tuple[int, int]:
     """``(peers_sent_to, peers_received_from)`` of this rank for ``copy(src, dst)``. Local."""
     r = src.team.rank
-    s, fs = _side_types(src, src.pattern, dst.pattern, r, src._mpitype)
-    d, fd = _side_types(dst, dst.pattern, src.pattern, r, dst._mpitype)
+    s, fs = _side_types(src, src.pattern, dst.pattern, r, src.mpitype)
+    d, fd = _side_types(dst, dst.pattern, src.pattern, r, dst.mpitype)
     for t in fs + fd:
         t.Free()
     return len(s), len(d)
@@ -228,31 +228,31 @@ def copy(src, dst) -> None:
         On every rank, before communicating, if the shapes differ or the arrays live on different
         teams.
     """
-    src._alive()
-    dst._alive()
+    src.check_alive()
+    dst.check_alive()
     if src.shape != dst.shape:
         raise ValueError(f"copy: shapes differ: source {src.shape}, destination {dst.shape}")
     if src.team.comm.Compare(dst.team.comm) not in (MPI.IDENT, MPI.CONGRUENT):
         raise ValueError("copy: source and destination must live on the same team")
     same_layout = (src.pattern == dst.pattern and src.pattern.tiled == dst.pattern.tiled)
-    if src._dev_storage is not None and dst._dev_storage is not None:
+    if src.device_storage is not None and dst.device_storage is not None:
         if same_layout:                 # device to device, nothing through the host
             dst.local[...] = src.local if src.dtype == dst.dtype else src.local.astype(dst.dtype)
             return
         if gpu_aware_mpi():
             _copy_on_devices(src, dst)
             return
-    if src._dev_storage is not None:
-        src._seg.array[...] = src.device.to_host(src._dev_storage)
+    if src.device_storage is not None:
+        src.segment.array[...] = src.device.to_host(src.device_storage)
     if same_layout:
-        dst._local[...] = src._local if src.dtype == dst.dtype else src._local.astype(dst.dtype)
+        dst.host_local[...] = src.host_local if src.dtype == dst.dtype else src.host_local.astype(dst.dtype)
     elif _on_one_node(src, dst):
         _copy_direct(src, dst)
     else:
-        send_arr = src._seg.array
+        send_arr = src.segment.array
         if src.dtype != dst.dtype:
-            send_arr = src._seg.array.astype(dst.dtype)
+            send_arr = src.segment.array.astype(dst.dtype)
         sendspec, recvspec = _plan(src, dst)
-        src.team.Alltoallw([send_arr, *sendspec], [dst._seg.array, *recvspec])
-    if dst._dev_storage is not None:
-        dst._dev_storage[...] = dst.device.xp.asarray(dst._seg.array)
+        src.team.Alltoallw([send_arr, *sendspec], [dst.segment.array, *recvspec])
+    if dst.device_storage is not None:
+        dst.device_storage[...] = dst.device.xp.asarray(dst.segment.array)

@@ -88,7 +88,7 @@ def _check(A, B, out, panel) -> np.dtype:
             continue
         if not isinstance(x, DistArray):
             raise ValueError(f"matmul: {name} must be a DistArray, got {type(x).__name__}")
-        x._alive()
+        x.check_alive()
         if x.ndim != 2:
             raise ValueError(f"matmul: {name} must be 2-D, got shape {x.shape}")
         if x.dtype.kind not in "biufc":
@@ -137,7 +137,7 @@ def _summa(Aw: DistArray, Bw: DistArray, ct: np.dtype, width: int) -> np.ndarray
     team = Aw.team
     r, c = Aw.pattern.unit_coords(team.rank)
     amap, bmap = Aw.pattern.maps[1], Bw.pattern.maps[0]
-    Al, Bl = Aw._host_local(), Bw._host_local()
+    Al, Bl = Aw.local_on_host(), Bw.local_on_host()
     acc = np.zeros((Al.shape[0], Bl.shape[1]), dtype=ct)
     # along a grid row the grid-column coordinate is the rank (key), and vice versa; Teams, so
     # the panel broadcasts wait politely and hpcsuite.tune sees them
@@ -166,9 +166,9 @@ def _panel(team, root: int, me: int, mine, shape, x: DistArray) -> np.ndarray:
 
 def _store(C: DistArray, block: np.ndarray) -> None:
     """Write this rank's block into ``C`` (host storage, and device storage on GPU). Local."""
-    C._local[...] = block
-    if C._dev_storage is not None:
-        C.local[...] = C.device.xp.asarray(C._local)
+    C.host_local[...] = block
+    if C.device_storage is not None:
+        C.local[...] = C.device.xp.asarray(C.host_local)
 
 
 def matmul(A: DistArray, B: DistArray, out: DistArray | None = None, *,
