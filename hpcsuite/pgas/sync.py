@@ -122,13 +122,13 @@ class Atomic:
     def __init__(self, array: DistArray, index):
         if not isinstance(array, DistArray):
             raise ValueError(f"Atomic needs a DistArray, got {type(array).__name__}")
-        array._alive()
+        array.check_alive()
         self._type = _atomic_dtype(array.dtype)
         self.array = array
         self.dtype = array.dtype
         self.index = _full_index(index, array.shape)
         # the halo (and tiles) are accounted for by the array's address arithmetic
-        self.unit, self.disp = array._element_address(self.index)
+        self.unit, self.disp = array.element_address(self.index)
         self._val = np.empty(1, dtype=self.dtype)       # reused operand and result buffers
         self._res = np.empty(1, dtype=self.dtype)
 
@@ -137,8 +137,8 @@ class Atomic:
 
     # ------------------------------------------------------------------ helpers
     def _win(self) -> MPI.Win:
-        self.array._alive()
-        return self.array._seg.win
+        self.array.check_alive()
+        return self.array.segment.win
 
     def _value(self, v, what: str) -> np.ndarray:
         """``v`` as a one-element buffer of the element type (no silent float -> int truncation)."""
@@ -225,7 +225,7 @@ def accumulate(array: DistArray, indices, values, op: str = "sum") -> None:
         raise ValueError(f"accumulate: op must be one of {', '.join(map(repr, ops))}, got {op!r}")
     if not isinstance(array, DistArray):
         raise ValueError(f"accumulate needs a DistArray, got {type(array).__name__}")
-    array._alive()
+    array.check_alive()
     mtype = _atomic_dtype(array.dtype)
     idx = np.asarray(indices, dtype=np.int64)
     if array.ndim == 1 and idx.ndim == 1:
@@ -241,18 +241,16 @@ def accumulate(array: DistArray, indices, values, op: str = "sum") -> None:
     # owner and displacement of every element, vectorised over the whole batch
     p = array.pattern
     unit = np.zeros(len(idx), dtype=np.int64)
-    lidx = []
-    for d, m in enumerate(p.maps):
-        unit += m.owner(idx[:, d]) * p._ustride[d]
-        lidx.append(m.local(idx[:, d]))
-    win = array._seg.win
+    unit += p.unit_of([m.owner(idx[:, d]) for d, m in enumerate(p.maps)])
+    lidx = [m.local(idx[:, d]) for d, m in enumerate(p.maps)]
+    win = array.segment.win
     order = np.argsort(unit, kind="stable")
     cuts = np.flatnonzero(np.diff(unit[order])) + 1
     for group in np.split(order, cuts) if len(order) else []:
         u = int(unit[group[0]])
         pos = p.storage_index([l[group] for l in lidx]) if p.tiled else [l[group] for l in lidx]
         pos = [q + (array.halo_width[k] if k < array.ndim else 0) for k, q in enumerate(pos)]
-        disp = np.ravel_multi_index(pos, array._padded_storage_shape(u)).astype(np.int64)
+        disp = np.ravel_multi_index(pos, array.padded_storage_shape(u)).astype(np.int64)
         # combine repeated targets locally, then one accumulate with an indexed type per owner
         uniq, inv = np.unique(disp, return_inverse=True)
         if ufunc is None:
