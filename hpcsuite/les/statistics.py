@@ -175,7 +175,7 @@ class Statistics:
                 if ekh is not None:
                     kf = (dzf[1:] * ekh[..., :-1] + dzf[:-1] * ekh[..., 1:]) / (2.0 * dzh[1:-1])
                     inner = -kf * (a[..., 1:] - a[..., :-1]) / dzh[1:-1]
-                    zero = xp.zeros_like(inner[..., :1])
+                    zero = xp.zeros_like(a[..., :1])     # (not inner's: one level has no inner face)
                     add(f"_sgs{s}", concat(xp)([zero, inner, zero], axis=-1))
         for key, sk in _SURFACE.items():
             if sk in sfc:
@@ -332,9 +332,14 @@ class Statistics:
 
 
 def _to_faces(xp, a, dzf, dzh):
-    """A cell-centred field linearly interpolated to the ``w`` levels (zero on the walls)."""
+    """A cell-centred field linearly interpolated to the ``w`` levels, ``nz + 1`` of them (zero on
+    the walls, where the model keeps ``w`` zero). Local.
+
+    The wall values are shaped from ``a`` itself: a one-level field has no inner face, and zeros
+    shaped from the empty inner faces would leave the profile with no level at all.
+    """
     inner = (a[..., 1:] * dzf[:-1] + a[..., :-1] * dzf[1:]) / (2.0 * dzh[1:-1])
-    zero = xp.zeros_like(inner[..., :1])
+    zero = xp.zeros_like(a[..., :1])
     return concat(xp)([zero, inner, zero], axis=-1)
 
 

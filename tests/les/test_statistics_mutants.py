@@ -313,8 +313,7 @@ def test_grids_of_one_and_two_levels(team, nz):
     thl = 300.0 + rng.standard_normal((NX, NY, nz))
     w = rng.standard_normal((NX, NY, nz + 1))
     w[..., [0, -1]] = 0.0
-    # (one level with w fails: test_one_level_with_vertical_velocity, an xfail below)
-    ctx = make_ctx(team, grid, dict(thl=thl, w=w) if nz > 1 else dict(thl=thl))
+    ctx = make_ctx(team, grid, dict(thl=thl, w=w))
     got = Statistics(team, grid).sample(ctx)
     zh = np.asarray(grid.zh)
     if nz == 1:
@@ -327,18 +326,59 @@ def test_grids_of_one_and_two_levels(team, nz):
     ctx.store.free()
 
 
-@pytest.mark.xfail(strict=True, raises=ValueError,
-                   reason="les.statistics: a one-level grid with w fails in _to_faces (the wall values "
-                          "are made from the empty inner faces, so the face profile has 0 levels, not 2)")
-def test_one_level_with_vertical_velocity(team):
-    grid = _grid(1)
-    w = np.zeros((NX, NY, 2))
-    ctx = make_ctx(team, grid, dict(thl=np.full((NX, NY, 1), 300.0), w=w))
+@pytest.mark.mpi
+@pytest.mark.parametrize("walls", ["w-zero-at-walls", "w-random-at-walls"])
+@pytest.mark.parametrize("nz", [1, 2])
+def test_face_profiles_of_one_and_two_levels(team, nz, walls):
+    """Every face profile (nz + 1 levels) of a moist run with a base state, subgrid diffusivity and
+    surface fluxes on one and two levels, against NumPy on the global fields. One level has no inner
+    face: both faces are walls, where the model keeps w zero (rk_update's zero_ends for w in
+    les.model, projection_rhs zeroes w's tendency there), so the resolved fluxes are zero and the
+    subgrid flux is the surface flux on face 0 and zero at the lid (issue 21: the one-level profiles
+    had 0 levels and ``w * s`` raised). With w not zero on the walls (not the model's state) w2 is
+    still its variance and the scalar on the walls still zero."""
+    grid = _grid(nz)
+    rng = np.random.default_rng(40 + nz)
+    zc = np.asarray(grid.zf)
+    thl = 298.5 + 4e-3 * zc + 0.2 * rng.standard_normal((NX, NY, nz))
+    qt = 0.016 + 2e-4 * rng.standard_normal((NX, NY, nz))
+    qt[rng.random((NX, NY)) < 0.4, -1] += 0.006                      # some cloud in the top level
+    w = 0.5 * rng.standard_normal((NX, NY, nz + 1))
+    if walls == "w-zero-at-walls":
+        w[..., [0, -1]] = 0.0
+    ekh = 4 + rng.random((NX, NY, nz))
+    sfc = _surface(rng)
+    base = thermo.base_state(grid, 101500.0, 300.0, thl.mean(axis=(0, 1)), qt.mean(axis=(0, 1)))
+    ctx = make_ctx(team, grid, dict(thl=thl, qt=qt, w=w), base=base)
+    ctx.diag["ekh"] = local_block(ctx.grid, ekh)
+    ctx.diag["surface"] = _sfc_blocks(ctx, sfc)
     try:
-        got = Statistics(team, grid).sample(ctx)
+        stats = Statistics(team, grid)
+        got = stats.sample(ctx)
     finally:
         ctx.store.free()
-    np.testing.assert_array_equal(got["wthl"], [0.0, 0.0])
+    ql, _ = thermo.saturation_adjust(np, thl, qt, np.asarray(base.presf), np.asarray(base.exnf))
+    thv = thermo.virtual_theta(thl, qt, ql, np.asarray(base.exnf))
+    assert ql.max() > 0
+    assert got["w2"].shape == (nz + 1,)
+    np.testing.assert_allclose(got["w2"], w.var(axis=(0, 1)), rtol=1e-11, atol=1e-15)
+    for s, a, sf in (("thl", thl, sfc["wthl"].mean()), ("qt", qt, sfc["wqt"].mean()),
+                     ("thv", thv, sfc["wthl"].mean())):
+        res, sgs = _fluxes(grid, a, w, ekh, sf)
+        for part, want in (("_res", res), ("_sgs", sgs), ("", res + sgs)):
+            assert got[f"w{s}{part}"].shape == (nz + 1,), s + part
+            # (tolerances as in the other flux tests: measured errors 1e-13 of the largest flux)
+            np.testing.assert_allclose(got[f"w{s}{part}"], want, rtol=1e-8, atol=1e-10 * np.abs(want).max(),
+                                       err_msg=s + part)
+        assert got[f"w{s}_res"][0] == got[f"w{s}_res"][-1] == 0.0 and got[f"w{s}_sgs"][-1] == 0.0
+    zh = np.asarray(grid.zh)
+    if nz == 1:
+        assert math.isnan(got["zi_flux"]) and math.isnan(got["zi"]) and math.isnan(got["zi_dales"])
+    else:
+        assert got["zi_flux"] == zh[1] and got["zi"] == zh[1]
+    prof = stats.profiles()
+    assert all(prof[n].shape == (1, nz + 1) for n in FACE_PROFILES)
+    np.testing.assert_array_equal(prof["wthl"][0], got["wthl"])
 
 
 def _zi_column(prof, zf, zh):
