@@ -97,7 +97,7 @@ def node_comm(team) -> MPI.Comm:
     call for a team, local afterwards.
 
     Internal to pgas (segments, and ``array`` for a rank's index on its node): kept on the team
-    through :meth:`Team.derived <hpcsuite.runtime.Team.derived>`, so it is freed with the team or
+    through ``Team.derived``, so it is freed with the team or
     at exit, after the segments that use it.
 
     Parameters
