@@ -58,7 +58,8 @@ class GridTeams:
 
     Ranks sit row-major on the grid, as :class:`~hpcsuite.pgas.Pattern` numbers units, so grid
     coordinates ``(r, c)`` are the array's. ``row`` holds the ranks of grid row ``r`` (rank in it:
-    ``c``), ``col`` those of grid column ``c`` (rank in it: ``r``).
+    ``c``), ``col`` those of grid column ``c`` (rank in it: ``r``). :meth:`of` gives the one kept
+    with the team, which the factorisations use.
     """
 
     def __init__(self, team: Team, dims):
@@ -66,6 +67,15 @@ class GridTeams:
         self.row = self.grid.sub([False, True])
         self.col = self.grid.sub([True, False])
         self.r, self.c = self.grid.coords
+
+    @classmethod
+    def of(cls, team: Team, dims) -> "GridTeams":
+        """The grid of ``dims`` over ``team`` with its row and column teams, made once per team and
+        grid shape and kept with the team (:meth:`Team.derived
+        <hpcsuite.runtime.Team.derived>`): freed with the team or at exit, never by the caller.
+        Collective the first time for a team and shape, local afterwards."""
+        dims = tuple(int(d) for d in dims)
+        return team.derived(("linalg.grid_teams", dims), lambda t: cls(t, dims))
 
     def free(self) -> None:
         """Free the row, column and grid communicators. Collective."""
@@ -457,9 +467,8 @@ def cholesky(A: DistArray, *, variant: str = "bcast", lookahead: int = 0,
     L = A if out is None else out
     if L is not A:
         L.local[...] = A.local
-    with GridTeams(L.team, L.grid) as g:
-        f = _Factorization(L, g, variant, int(lookahead))
-        f.run()
-        f.zero_upper()
+    f = _Factorization(L, GridTeams.of(L.team, L.grid), variant, int(lookahead))
+    f.run()
+    f.zero_upper()
     L.sync()                      # every block complete before any rank reads one remotely
     return L

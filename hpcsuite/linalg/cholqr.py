@@ -235,10 +235,9 @@ def cholqr2(A: DistArray, *, panel: int | None = None, grid=None) -> tuple[DistA
             X.local[...] = A.local
         else:
             copy(A, X)
-        with GridTeams(A.team, (Pr, Pc)) as g:
-            step = _Pass(X, g, w)
-            L1 = step.run()
-            L2 = step.run()
+        step = _Pass(X, GridTeams.of(A.team, (Pr, Pc)), w)
+        L1 = step.run()
+        L2 = step.run()
         R = L1.T.copy()
         trmm(L2, R, lower=True, trans=True)            # R = R2 R1 = L2^T L1^T
         if not in_place:

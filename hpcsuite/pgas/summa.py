@@ -140,18 +140,15 @@ def _summa(Aw: DistArray, Bw: DistArray, ct: np.dtype, width: int) -> np.ndarray
     Al, Bl = Aw.local_on_host(), Bw.local_on_host()
     acc = np.zeros((Al.shape[0], Bl.shape[1]), dtype=ct)
     # along a grid row the grid-column coordinate is the rank (key), and vice versa; Teams, so
-    # the panel broadcasts wait politely and hpcsuite.tune sees them
-    row = team.split(r, c)
-    col = team.split(c, r)
-    try:
-        for ca, ia, rb, ib, w in panels(amap, bmap, width):
-            ap = _panel(row, ca, c, lambda: Al[:, ia], (Al.shape[0], w), Aw)
-            bp = _panel(col, rb, r, lambda: Bl[ib, :], (w, Bl.shape[1]), Bw)
-            if acc.size:
-                acc += ap @ bp
-    finally:
-        row.free()
-        col.free()
+    # the panel broadcasts wait politely and hpcsuite.tune sees them. Split once per team and
+    # grid shape, kept with the team (collective the first time, on every rank alike).
+    row = team.derived(("pgas.summa.row", Aw.grid), lambda t: t.split(r, c))
+    col = team.derived(("pgas.summa.col", Aw.grid), lambda t: t.split(c, r))
+    for ca, ia, rb, ib, w in panels(amap, bmap, width):
+        ap = _panel(row, ca, c, lambda: Al[:, ia], (Al.shape[0], w), Aw)
+        bp = _panel(col, rb, r, lambda: Bl[ib, :], (w, Bl.shape[1]), Bw)
+        if acc.size:
+            acc += ap @ bp
     return acc
 
 
