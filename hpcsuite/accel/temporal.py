@@ -233,21 +233,34 @@ def _plane7(d, dp, dj, dk, a, ap, aj, ak, b, bp, bj, bk, c, cp, cj, ck,
                                   + cz * (b[pb, jb, kb + one] + b[pb, jb, kb - one]))
 
 
-# the 27-point row is kernels.stencil27_row (one definition for the single sweep and the blocked kernel)
-_row27 = kernels.stencil27_row
-
-
 @_jit
 def _plane27(d, dp, dj, dk, a, ap, aj, ak, b, bp, bj, bk, c, cp, cj, ck,
              j0, j1, k0, k1, w0, wf, we, wc):  # pragma: no cover - compiled
+    # plane dp of d from planes i-1 (a), i (b), i+1 (c), indexed directly with unsigned indices
+    # as _plane7 (nine row views per row cost more than the row's arithmetic). The sums and their
+    # order are kernels.stencil27_row's, term by term (its rows mm, m0, mp are a's rows j-1, j,
+    # j+1, zm, zz, zp b's, pm, p0, pp c's; its index k + 1 + o is offset o along k here), so the
+    # result is bit-identical to the single sweep.
     n = k1 - k0
+    if n <= 0:
+        return
+    one = _U(1)
+    pd, pa, pb, pc = _U(dp), _U(ap), _U(bp), _U(cp)
+    kd, ka0, kb0, kc0 = _U(k0 + dk), _U(k0 + ak), _U(k0 + bk), _U(k0 + ck)
     for j in range(j0, j1):
-        lo, hi = k0 - 1, k1 + 1
-        _row27(d[dp, j + dj, k0 + dk:k1 + dk],
-               a[ap, j + aj - 1, lo + ak:hi + ak], a[ap, j + aj, lo + ak:hi + ak], a[ap, j + aj + 1, lo + ak:hi + ak],
-               b[bp, j + bj - 1, lo + bk:hi + bk], b[bp, j + bj, lo + bk:hi + bk], b[bp, j + bj + 1, lo + bk:hi + bk],
-               c[cp, j + cj - 1, lo + ck:hi + ck], c[cp, j + cj, lo + ck:hi + ck], c[cp, j + cj + 1, lo + ck:hi + ck],
-               n, w0, wf, we, wc)
+        jd, ja, jb, jc = _U(j + dj), _U(j + aj), _U(j + bj), _U(j + cj)
+        jam, jap, jbm, jbp, jcm, jcp = ja - one, ja + one, jb - one, jb + one, jc - one, jc + one
+        for kk in range(_U(n)):
+            ka, kb, kc = ka0 + kk, kb0 + kk, kc0 + kk
+            kam, kap, kbm, kbp, kcm, kcp = ka - one, ka + one, kb - one, kb + one, kc - one, kc + one
+            f = (a[pa, ja, ka] + b[pb, jbm, kb] + b[pb, jb, kbm] + b[pb, jb, kbp] + b[pb, jbp, kb]
+                 + c[pc, jc, kc])
+            e = (a[pa, jam, ka] + a[pa, ja, kam] + a[pa, ja, kap] + a[pa, jap, ka]
+                 + b[pb, jbm, kbm] + b[pb, jbm, kbp] + b[pb, jbp, kbm] + b[pb, jbp, kbp]
+                 + c[pc, jcm, kc] + c[pc, jc, kcm] + c[pc, jc, kcp] + c[pc, jcp, kc])
+            cr = (a[pa, jam, kam] + a[pa, jam, kap] + a[pa, jap, kam] + a[pa, jap, kap]
+                  + c[pc, jcm, kcm] + c[pc, jcm, kcp] + c[pc, jcp, kcm] + c[pc, jcp, kcp])
+            d[pd, jd, kd + kk] = w0 * b[pb, jb, kb] + wf * f + we * e + wc * cr
 
 
 @_jit
