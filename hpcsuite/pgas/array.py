@@ -336,6 +336,20 @@ class DistArray(NDArrayOperatorsMixin):
         """
         return self._dev_storage
 
+    @device_storage.setter
+    def device_storage(self, storage) -> None:
+        """GPU arrays: make ``storage`` (a device array of the padded storage's shape and dtype,
+        already holding its values) the device storage, e.g. memory that CUDA IPC can export.
+        Views of :attr:`local` taken before keep the old memory. Local.
+
+        Internal to hpcsuite (``device_rma``).
+        """
+        old = self._dev_storage
+        if old is None or tuple(storage.shape) != tuple(old.shape) or storage.dtype != self.dtype:
+            raise ValueError("device_storage: a GPU array's storage can only be replaced by a device "
+                             f"array of shape {None if old is None else tuple(old.shape)} and dtype {self.dtype}")
+        self._dev_storage = storage
+
     @property
     def host_local(self) -> np.ndarray:
         """This unit's owned block in the host storage: a writable view of ``segment.array``
