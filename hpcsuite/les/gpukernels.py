@@ -211,7 +211,7 @@ extern "C" __global__ void les_rk_update(double* __restrict__ a, const double* _
 // les_rk_update for every field of a model in one launch: the fields' device addresses come from
 // tables (per field: its start-of-step values and tendency, its level count, and its mode: 0 plain,
 // 1 floored at floors[f], 2 zero ends). Block layer z is field z / ni, x index z % ni (blockDim.z 1).
-extern "C" __global__ void les_rk_update_many(const long long* __restrict__ fields,
+__device__ void les_rk_update_many_body(const long long* __restrict__ fields,
         const long long* __restrict__ starts, const long long* __restrict__ tends, const int* __restrict__ nzs,
         const double* __restrict__ floors, const int* __restrict__ modes, const double dt, const int i0,
         const int i1, const int j0, const int j1, const int ny)
@@ -231,6 +231,23 @@ extern "C" __global__ void les_rk_update_many(const long long* __restrict__ fiel
     if (mode == 2 && (k == 0 || k == nz - 1)) { a[p] = 0.0; return; }
     const double x = start[p] + dt * tend[p];
     a[p] = mode == 1 ? ((x >= floors[f] || x != x) ? x : floors[f]) : x;
+}
+
+extern "C" __global__ void les_rk_update_many(const long long* __restrict__ fields,
+        const long long* __restrict__ starts, const long long* __restrict__ tends, const int* __restrict__ nzs,
+        const double* __restrict__ floors, const int* __restrict__ modes, const double dt, const int i0,
+        const int i1, const int j0, const int j1, const int ny)
+{
+    les_rk_update_many_body(fields, starts, tends, nzs, floors, modes, dt, i0, i1, j0, j1, ny);
+}
+
+// the same with dt read from device memory (a CUDA graph replays it with each step's dt: les.graphs)
+extern "C" __global__ void les_rk_update_many_at(const long long* __restrict__ fields,
+        const long long* __restrict__ starts, const long long* __restrict__ tends, const int* __restrict__ nzs,
+        const double* __restrict__ floors, const int* __restrict__ modes, const double* __restrict__ dt,
+        const int i0, const int i1, const int j0, const int j1, const int ny)
+{
+    les_rk_update_many_body(fields, starts, tends, nzs, floors, modes, *dt, i0, i1, j0, j1, ny);
 }
 
 // Copy whole arrays, one after the other, into one buffer: element p of dst comes from the array f
@@ -424,7 +441,7 @@ __device__ double les_div(const double* __restrict__ u, const double* __restrict
 
 // zero_w_ends: the w tendency is zero at the surface and the lid: read so, and so set on the interior
 // columns (each end is read by the thread of its column's first or last level alone)
-extern "C" __global__ void les_projection_rhs(const double* __restrict__ tu, const double* __restrict__ tv,
+__device__ void les_projection_rhs_body(const double* __restrict__ tu, const double* __restrict__ tv,
         double* __restrict__ tw, const double* __restrict__ su, const double* __restrict__ sv,
         const double* __restrict__ sw, const int with_start, const double rdt, const int h, const double dx,
         const double dy, const double* __restrict__ rdzf, double* __restrict__ out, const int nxl,
@@ -438,6 +455,25 @@ extern "C" __global__ void les_projection_rhs(const double* __restrict__ tu, con
     out[B3(a, b, k, nyl, nz)] = with_start ? d + les_div(su, sv, sw, h + a, h + b, k, dx, dy, rdzf, ny, nz, 0) * rdt : d;
     if (zero_w_ends && k == 0) tw[B3(h + a, h + b, 0, ny, nz + 1)] = 0.0;
     if (zero_w_ends && k == nz - 1) tw[B3(h + a, h + b, nz, ny, nz + 1)] = 0.0;
+}
+
+extern "C" __global__ void les_projection_rhs(const double* __restrict__ tu, const double* __restrict__ tv,
+        double* __restrict__ tw, const double* __restrict__ su, const double* __restrict__ sv,
+        const double* __restrict__ sw, const int with_start, const double rdt, const int h, const double dx,
+        const double dy, const double* __restrict__ rdzf, double* __restrict__ out, const int nxl,
+        const int nyl, const int ny, const int nz, const int zero_w_ends)
+{
+    les_projection_rhs_body(tu, tv, tw, su, sv, sw, with_start, rdt, h, dx, dy, rdzf, out, nxl, nyl, ny, nz, zero_w_ends);
+}
+
+// the same with 1/dt read from device memory (les.graphs)
+extern "C" __global__ void les_projection_rhs_at(const double* __restrict__ tu, const double* __restrict__ tv,
+        double* __restrict__ tw, const double* __restrict__ su, const double* __restrict__ sv,
+        const double* __restrict__ sw, const int with_start, const double* __restrict__ rdt, const int h, const double dx,
+        const double dy, const double* __restrict__ rdzf, double* __restrict__ out, const int nxl,
+        const int nyl, const int ny, const int nz, const int zero_w_ends)
+{
+    les_projection_rhs_body(tu, tv, tw, su, sv, sw, with_start, *rdt, h, dx, dy, rdzf, out, nxl, nyl, ny, nz, zero_w_ends);
 }
 
 extern "C" __global__ void les_subtract_gradient(double* __restrict__ tu, double* __restrict__ tv,
@@ -627,16 +663,19 @@ class FieldTable:
         _kernel("les_gather_many")(grid, block, (self._ptr[0], self._offsets, self._start_buffer,
                                                  np.int32(len(self.names)), np.int64(self._total)))
 
-    def rk_update(self, dt: float, interior) -> None:
-        """:func:`rk_update` of every field (floors and zero ends as given), in one launch."""
+    def rk_update(self, dt, interior) -> None:
+        """:func:`rk_update` of every field (floors and zero ends as given), in one launch. ``dt``: a
+        float, or a 0-d float64 device array read by the kernel (a captured step's dt: les.graphs)."""
         I, J = interior
         ni, nj = I.stop - I.start, J.stop - J.start
         if ni <= 0 or nj <= 0:
             return
         bx, by, _ = ADVECT_BLOCK
-        launch_over_fields(_kernel("les_rk_update_many"), (-(-max(self._nz) // bx), -(-nj // by)), ADVECT_BLOCK, ni,
+        by_value = isinstance(dt, (float, int, np.number))        # else a device scalar (les.graphs)
+        launch_over_fields(_kernel("les_rk_update_many" if by_value else "les_rk_update_many_at"),
+                           (-(-max(self._nz) // bx), -(-nj // by)), ADVECT_BLOCK, ni,
                            (*self._ptr, self._levels, self._floors, self._modes),
-                           (np.float64(dt), np.int32(I.start), np.int32(I.stop), np.int32(J.start),
+                           (np.float64(dt) if by_value else dt, np.int32(I.start), np.int32(I.stop), np.int32(J.start),
                             np.int32(J.stop), np.int32(self.ny)), count=False)
 
 
@@ -708,20 +747,22 @@ def subsidence(s, t, h: int, nxl: int, nyl: int, wls, dzh) -> None:
                                               np.int32(ny), np.int32(nz)))
 
 
-def projection_rhs(tend, start, rdt: float, h: int, nxl: int, nyl: int, dx: float, dy: float, rdzf,
+def projection_rhs(tend, start, rdt, h: int, nxl: int, nyl: int, dx: float, dy: float, rdzf,
                    zero_w_ends: bool = False):
     """:func:`fused.projection_rhs` on the GPU (a new ``(nxl, nyl, nz)`` array). With ``zero_w_ends``
     the w tendency's first and last levels are first set to zero on the interior columns (as the
-    pressure term does before it), in the same launch."""
+    pressure term does before it), in the same launch. ``rdt``: a float, or a 0-d float64 device
+    array read by the kernel (a captured step's 1/dt: les.graphs)."""
     import cupy
     tu = tend[0]
     ny, nz = int(tu.shape[1]), int(tu.shape[2])
     out = cupy.empty((nxl, nyl, nz))
     s = tend if start is None else start
-    _launch3("les_projection_rhs", nxl, nyl, nz, (*tend, *s, np.int32(start is not None), np.float64(rdt),
-                                                  np.int32(h), np.float64(dx), np.float64(dy), rdzf, out,
-                                                  np.int32(nxl), np.int32(nyl), np.int32(ny), np.int32(nz),
-                                                  np.int32(bool(zero_w_ends))))
+    by_value = isinstance(rdt, (float, int, np.number))      # else a device scalar (les.graphs)
+    _launch3("les_projection_rhs" if by_value else "les_projection_rhs_at", nxl, nyl, nz,
+             (*tend, *s, np.int32(start is not None), np.float64(rdt) if by_value else rdt,
+              np.int32(h), np.float64(dx), np.float64(dy), rdzf, out, np.int32(nxl), np.int32(nyl),
+              np.int32(ny), np.int32(nz), np.int32(bool(zero_w_ends))))
     return out
 
 

@@ -6,14 +6,18 @@ at the start of the step, and exchange the halos of every field (all exchanges i
 
 Everything in a step stays on the device (NumPy or CuPy arrays); the only host traffic is the
 three-number reduction that picks the step (and what the halo exchange stages through the host
-on GPUs without CUDA-aware MPI).
+on GPUs without CUDA-aware MPI). On one GPU the three stages run as one CUDA graph from the second
+step on (``les.graphs``; ``graphs=False`` or ``$HPCSUITE_LES_GRAPHS=0`` switches that off): the
+step's host traffic is then that reduction and one copy of the stage steps to the device.
 """
 from __future__ import annotations
 
+import contextlib
 import math
 
 from ..runtime import Timers, optional
 from . import fused, gpukernels, ops
+from .graphs import StepGraph, choose_graphs, warn_fallback
 from .state import zeros_in_one_buffer
 from .timestep import RK3, RK3_TIMES, BlowUp, TimeStepper, locate_blowup, whole_max
 
@@ -52,10 +56,14 @@ class Model:
         Time per part (advection, subgrid, pressure, halos, ...).
     floors : dict, optional
         ``{name: minimum}`` applied after every substep (DALES keeps ``e12 >= e12min`` so).
+    graphs : bool, str or None, optional
+        Run the stages of a step as one CUDA graph (:mod:`les.graphs`): True / ``"on"`` wherever
+        they apply (one rank on a CuPy device), False / ``"off"``, ``"auto"``; None (default):
+        ``$HPCSUITE_LES_GRAPHS``, else automatic. :attr:`graphs_reason` says what was chosen and why.
     """
 
     def __init__(self, store, ctx, terms, stepper: TimeStepper, k_const: float = 0.0, timers=None,
-                 floors: dict | None = None):
+                 floors: dict | None = None, graphs=None):
         self.floors = {n: float(v) for n, v in (floors or {}).items() if n in ctx.fields}
         self.store, self.ctx, self.terms, self.stepper = store, ctx, list(terms), stepper
         self.k_const = float(k_const)
@@ -74,13 +82,18 @@ class Model:
         if self._start_all is not None and "w" in ctx.fields and ops.is_selected("cuda") \
                 and gpukernels.usable(*arrays, self._start_all):
             self._table = gpukernels.FieldTable(ctx.fields, self.start, ctx.tend, self._start_all, self.floors)
+        on, self.graphs_reason = choose_graphs(graphs, ctx.team, ctx.xp)
+        #: the step's CUDA graph (None: steps launch every kernel from here)
+        self.graph = StepGraph(ctx.xp) if on else None
+        self._eager_steps = 0                    # steps run without the graph (the first one warms up)
+        self._capturing = False
         self.update_halos()
 
     # ------------------------------------------------------------------ pieces of a step
     def update_halos(self) -> None:
         """Exchange the halos of every field, all in flight at once. Collective."""
         from ..pgas import HaloGroup
-        with self.timers("halos"):
+        with self._timer("halos"):
             arrays = list(self.store.arrays.values())
             if self._halos is None or len(arrays) != len(self._halos.members) \
                     or any(h.array is not a for h, a in zip(self._halos.halos, arrays)):
@@ -140,27 +153,71 @@ class Model:
                 self.start[n][...] = a
         probe = None if self._start_all is None else ctx.xp.reshape(self._start_all, (-1, PROBE_ROW))
         dt = self.next_dt(cap, probe)
-        I, J = ctx.grid.interior
         t0 = self.t
         ctx.dt_full = dt
-        for stage in range(3):
-            ctx.rk_stage, ctx.dt, ctx.t = stage, RK3[stage] * dt, t0 + RK3_TIMES[stage] * dt
-            ctx.zero_tendencies()
-            for term in self.terms:
-                with self.timers(_part(term)):
-                    term(ctx)
-            with self.timers("update"):
-                if table is not None:            # (CUDA: every field in one launch, w's ends set)
-                    table.rk_update(ctx.dt, (I, J))
-                else:
-                    self._update_each()
-            self.update_halos()
+        dts = [RK3[stage] * dt for stage in range(3)]
+        if self.graph is not None and self._eager_steps > 0:
+            self._graph_step(t0, dt, dts, table)
+        else:
+            self._stages(t0, dt, dts, table)
+            self._eager_steps += 1
         self.t = t0 + dt
         ctx.t = self.t
         self.dt_last = dt
         self.nstep += 1
         self.k_restart = None
         return dt
+
+    def _stages(self, t0: float, dt: float, dts, table) -> None:
+        """The three stages with stage steps ``dts`` (floats, or device scalars in a graph). Local,
+        but the halo exchanges are collective."""
+        ctx = self.ctx
+        I, J = ctx.grid.interior
+        for stage in range(3):
+            ctx.rk_stage, ctx.dt, ctx.t = stage, dts[stage], t0 + RK3_TIMES[stage] * dt
+            ctx.zero_tendencies()
+            for term in self.terms:
+                with self._timer(_part(term)):
+                    term(ctx)
+            with self._timer("update"):
+                if table is not None:            # (CUDA: every field in one launch, w's ends set)
+                    table.rk_update(ctx.dt, (I, J))
+                else:
+                    self._update_each()
+            self.update_halos()
+
+    def _graph_step(self, t0: float, dt: float, dts, table) -> None:
+        """The stages as the graph (captured on the first call): see :mod:`les.graphs`. Local."""
+        ctx, g = self.ctx, self.graph
+        key = (*ctx.fields.values(), *ctx.tend.values(), *self.start.values(), *self.terms, table)
+
+        def body():
+            self._capturing = True
+            try:
+                self._stages(t0, dt, g.stage_dts, table)
+            finally:
+                self._capturing = False
+        try:
+            with self.timers("graph"):
+                g.run(key, dts, body)
+        except Exception as exc:  # noqa: BLE001 - a failed capture: step without graphs from now on
+            if g.graph is not None:
+                raise
+            warn_fallback(exc)
+            self.graph, self.graphs_reason = None, f"the capture failed ({type(exc).__name__}: {exc})"
+            self._stages(t0, dt, dts, table)
+            return
+        ctx.rk_stage, ctx.dt, ctx.t = 2, dts[2], t0 + RK3_TIMES[2] * dt
+
+    def _timer(self, name: str):
+        """``self.timers(name)``, or nothing while a graph is captured (nothing runs then)."""
+        return contextlib.nullcontext() if self._capturing else self.timers(name)
+
+    def drop_graph(self) -> None:
+        """Capture the step's graph again at the next step (after changing what a term reads on the
+        host: parameters, profiles replaced by new arrays). Local."""
+        if self.graph is not None:
+            self.graph.drop()
 
     def _update_each(self) -> None:
         """The Runge-Kutta stage update, field by field (:data:`ops.dynamics.rk_update`; ``w`` set to
@@ -173,6 +230,7 @@ class Model:
 
     def free(self) -> None:
         """Release the distributed arrays (fields, pressure solver). Collective."""
+        self.drop_graph()
         for term in self.terms:
             f = getattr(term, "free", None)
             if f is not None:
@@ -182,12 +240,12 @@ class Model:
 
 def build(grid, team, names, advection, before=(), after=(), dims=(0, 0), device: str = "cpu",
           stepper: TimeStepper | None = None, k_const: float = 0.0, base=None, profiles=None,
-          params=None, timers=None, t0: float = 0.0):
+          params=None, timers=None, t0: float = 0.0, graphs=None):
     """A :class:`Model` with fields ``names`` (must include u, v, w) on ``team``. Collective.
 
     Terms run as ``before`` (surface, thermodynamics) -> ``advection`` -> ``after`` (subgrid,
     forcings) -> pressure projection. Fields start at zero: fill ``model.ctx.fields`` (interiors)
-    and call ``model.update_halos()``.
+    and call ``model.update_halos()``. ``graphs``: see :class:`Model`.
     """
     from .pressure import PressureProjection
     from .state import FieldStore, StepContext
@@ -207,14 +265,16 @@ def build(grid, team, names, advection, before=(), after=(), dims=(0, 0), device
     if "e12" in names:
         from .subgrid import E12MIN
         floors["e12"] = E12MIN
-    return Model(store, ctx, terms, stepper or TimeStepper(), k_const=k_const, timers=timers, floors=floors)
+    return Model(store, ctx, terms, stepper or TimeStepper(), k_const=k_const, timers=timers, floors=floors,
+                 graphs=graphs)
 
 
 
 def bomex_like(shape, team, device: str = "cpu", scheme: str = "2nd", dims=(0, 0), timers=None,
-               seed: int = 1):
+               seed: int = 1, graphs=None):
     """A BOMEX set-up on any grid (dx = dy = 100 m, 3200 m deep) with every physics term: for
-    benchmarks and GPU checks. Collective. Returns the model with its initial state set."""
+    benchmarks and GPU checks (``graphs``: see :class:`Model`). Collective. Returns the model with
+    its initial state set."""
     import numpy as np
 
     from . import cases, forcings, subgrid, surface, thermo
@@ -229,7 +289,8 @@ def bomex_like(shape, team, device: str = "cpu", scheme: str = "2nd", dims=(0, 0
               before=[surface.PrescribedSurface(params), thermo.Thermo(params)],
               after=[subgrid.SubgridTKE(params), forcings.Coriolis(params), forcings.Subsidence(),
                      forcings.PrescribedTendencies()],
-              dims=dims, device=device, stepper=TimeStepper(courant=0.7, dt_max=60.0), timers=timers)
+              dims=dims, device=device, stepper=TimeStepper(courant=0.7, dt_max=60.0), timers=timers,
+              graphs=graphs)
     ctx, lg, xp = m.ctx, m.ctx.grid, m.ctx.xp
     prof = cases.bomex_profiles(g.zf)
     cu = 0.5 * (float(prof["u"].max()) + float(prof["u"].min()))

@@ -4,6 +4,7 @@ from __future__ import annotations
 import collections
 import functools
 import numbers
+import operator
 import os
 import sys
 
@@ -24,6 +25,11 @@ _NO_LAUNCH = {"reshape", "transpose", "broadcast_to", "moveaxis", "swapaxes", "e
               "empty", "empty_like", "result_type", "shape", "ndim", "size", "atleast_1d", "atleast_2d",
               "atleast_3d", "may_share_memory", "shares_memory", "view", "isscalar", "iscomplexobj",
               "isrealobj", "can_cast", "promote_types", "astype_noop", "__len__", "dtype"}
+# what a capture need not replay (allocations without a kernel, questions about arrays); what makes
+# views is replayed (a view costs nothing; a reshape that copies must be replayed)
+_NOT_RECORDED = {"empty", "empty_like", "result_type", "shape", "ndim", "size", "may_share_memory",
+                 "shares_memory", "isscalar", "iscomplexobj", "isrealobj", "can_cast", "promote_types",
+                 "__len__", "dtype"}
 
 
 #: set to a Counter to also count launches by the innermost ``hpcsuite`` source line making them
@@ -31,6 +37,9 @@ launch_sites: collections.Counter | None = None
 
 
 def _launched(kind: str) -> None:
+    if capture is not None:             # captured: a node of the graph, launched with it
+        capture.nodes[kind] += 1
+        return
     launches[kind] += 1
     if launch_sites is not None:
         f = sys._getframe(1)
@@ -42,7 +51,133 @@ def _launched(kind: str) -> None:
 
 
 def _moved(direction: str, a) -> None:
+    if capture is not None:
+        capture.error = f"a {direction.replace('_', ' ')} copy"
+        raise CaptureError(capture.error + " during stream capture")
     transfers.append((direction, int(getattr(a, "nbytes", 8))))
+
+
+# ------------------------------------------------------------------ stream capture (CUDA graphs)
+class CaptureError(RuntimeError):
+    """What CUDA answers (cudaErrorStreamCaptureUnsupported / ...Invalidated) to an operation that a
+    stream capture cannot record: a copy between host and device, a synchronisation, work on
+    another stream. The capture is then invalid (``end_capture`` raises too)."""
+
+    def __init__(self, what: str, code: str = "cudaErrorStreamCaptureUnsupported"):
+        super().__init__(f"{code}: {what} (operation not permitted when stream is capturing)")
+
+
+#: the capture under way (a :class:`Capture`), or None; set by ``cuda.Stream.begin_capture``
+capture = None
+#: the streams made current by ``with stream:`` (innermost last)
+stream_stack: list = []
+
+
+def _root(a):
+    """The array that owns the memory of ``a`` (through views and ``as_strided``'s wrappers)."""
+    r, b = a, getattr(a, "base", None)
+    while b is not None:
+        if isinstance(b, np.ndarray):
+            r = b
+        b = getattr(b, "base", None)
+    return r
+
+
+def _arrays(x, out: list) -> list:
+    if isinstance(x, np.ndarray):
+        out.append(x)
+    elif isinstance(x, (tuple, list)):
+        for v in x:
+            _arrays(v, out)
+    elif isinstance(x, dict):
+        for v in x.values():
+            _arrays(v, out)
+    return out
+
+
+def _scalars_as_arrays(out):
+    """NumPy scalars in a result as 0-d arrays (the buffers a capture's replays write into)."""
+    if isinstance(out, np.generic):
+        return np.asarray(out)
+    if isinstance(out, tuple) and not hasattr(out, "_fields") and any(isinstance(v, np.generic) for v in out):
+        return tuple(np.asarray(v) if isinstance(v, np.generic) else v for v in out)
+    return out
+
+
+def _same_view(a, b) -> bool:
+    return (a is b or (a.__array_interface__["data"][0] == b.__array_interface__["data"][0]
+                       and a.shape == b.shape and a.strides == b.strides))
+
+
+class Capture:
+    """A stream capture being recorded (see ``cuda.Stream.begin_capture``).
+
+    As CUDA does, the work issued during a capture is recorded, not done: each operation is
+    recorded as a closure over the concrete buffers it reads and writes (device pointers) and the
+    scalars it was given (frozen: kernel arguments by value), to be replayed in order by
+    ``Graph.launch``. To know the shapes of what it makes, the stand-in executes each operation as
+    well, after saving every buffer that existed before the capture the first time one is touched;
+    ``end()`` puts those buffers back as they were and fills the buffers allocated during the
+    capture with NaN (their contents are undefined until the graph runs, as on a GPU). Host <->
+    device copies and synchronisations raise :class:`CaptureError`; work issued while another
+    stream is current raises too (it would run outside the graph). Allocations are allowed (CuPy
+    captures in relaxed mode) and listed in :attr:`allocations`: the graph keeps them alive.
+    """
+
+    def __init__(self, stream):
+        self.stream = stream
+        self.replay: list = []                  # closures, in order
+        self.saved: list = []                   # (root, copy) of pre-existing buffers, in order
+        self._seen: dict = {}                   # id(root) -> root: saved or allocated here
+        self.fresh: dict = {}                   # id(root) -> root allocated during the capture
+        self.nodes = collections.Counter()      # what would be a node of the graph, by kind
+        self.allocations: list = []             # bytes of each allocation during the capture
+        self.error: str | None = None
+
+    def _touch(self, arrays) -> None:
+        for a in arrays:
+            r = _root(a)
+            if id(r) not in self._seen:
+                self._seen[id(r)] = r
+                self.saved.append((r, np.array(r, copy=True)))
+
+    def run(self, fn, args, kwargs, also=(), record: bool = True):
+        """Execute ``fn(*args, **kwargs)`` and record it; returns its result."""
+        if (stream_stack[-1] if stream_stack else None) is not self.stream:
+            self.error = "work issued on a stream other than the capturing one"
+            raise CaptureError(self.error + " during stream capture")
+        self._touch(_arrays((args, kwargs, also), []))
+        out = _scalars_as_arrays(fn(*args, **kwargs))
+        outs = _arrays(out, [])
+        for o in outs:
+            r = _root(o)
+            if id(r) not in self._seen:
+                self._seen[id(r)] = self.fresh[id(r)] = r
+                self.allocations.append(int(r.nbytes))
+        if record:
+            def replay(fn=fn, args=args, kwargs=kwargs, outs=outs):
+                new = _arrays(_scalars_as_arrays(fn(*args, **kwargs)), [])
+                for r, n in zip(outs, new):
+                    if not _same_view(r, n):
+                        np.copyto(r, n)
+            self.replay.append(replay)
+        return out
+
+    def end(self) -> list:
+        """Undo what executing the capture did; the closures to replay."""
+        for r, copy in reversed(self.saved):
+            r[...] = copy
+        for r in self.fresh.values():
+            if r.dtype.kind in "fc":
+                r[...] = np.nan
+        return self.replay
+
+
+def _execute(fn, args, kwargs, also=(), record: bool = True):
+    """``fn(*args, **kwargs)``, or, during a capture, recorded (see :class:`Capture`)."""
+    if capture is None:
+        return fn(*args, **kwargs)
+    return capture.run(fn, args, kwargs, also, record)
 
 
 class _Memory:
@@ -69,7 +204,7 @@ class ndarray(NDArrayOperatorsMixin):
         if "out" in kwargs:
             kwargs["out"] = tuple(_strict(o) for o in kwargs["out"])
         _launched(f"ufunc:{ufunc.__name__}" + ("" if method == "__call__" else f".{method}"))
-        return wrap(getattr(ufunc, method)(*inputs, **kwargs))
+        return wrap(_execute(getattr(ufunc, method), inputs, kwargs))
 
     def __array_function__(self, func, types, args, kwargs):
         # np.f(device array) runs the device version, as with CuPy's __array_function__
@@ -77,16 +212,21 @@ class ndarray(NDArrayOperatorsMixin):
 
     # ---------------------------------------------------------------- Python protocol
     def __getitem__(self, key):
-        out = self._a[_index(key)]
+        key = _index(key)
+        out = self._a[key]
         if isinstance(out, np.ndarray) and not np.may_share_memory(out, self._a):
             _launched("take")                      # advanced indexing copies (a kernel)
+            if capture is not None:
+                out = capture.run(operator.getitem, (self._a, key), {})
+        elif capture is not None and not isinstance(out, np.ndarray):     # an element: a 0-d copy
+            out = capture.run(operator.getitem, (self._a, key), {})
         return wrap(out)
 
     def __setitem__(self, key, value):
         if isinstance(value, np.ndarray) and value.ndim:  # CuPy 14: copy in with cupy.asarray first
             raise ValueError("non-scalar numpy.ndarray cannot be used for fill")
         _launched("setitem")
-        self._a[_index(key)] = unwrap(value)
+        _execute(operator.setitem, (self._a, _index(key), unwrap(value)), {})
 
     def __len__(self):
         return len(self._a)
@@ -118,12 +258,21 @@ class ndarray(NDArrayOperatorsMixin):
 
     def __copy__(self):
         _launched("copy")
-        return ndarray(self._a.copy())
+        return ndarray(_execute(np.copy, (self._a,), {}))
 
     def __deepcopy__(self, memo):
-        return ndarray(self._a.copy())
+        return ndarray(_execute(np.copy, (self._a,), {}))
 
     # ---------------------------------------------------------------- attributes
+    def set(self, arr, stream=None):
+        """Host -> device copy into this array (as ``cupy.ndarray.set``)."""
+        arr = np.asarray(arr)
+        if arr.shape != self._a.shape:
+            raise ValueError(f"Shape mismatch. Old shape: {self._a.shape}, new shape: {arr.shape}")
+        _moved("to_device", arr)
+        _launched("set")
+        self._a[...] = arr
+
     def get(self, stream=None, order="C", out=None):
         _moved("to_host", self._a)
         if out is not None:
@@ -195,7 +344,8 @@ def _method(fn, name: str | None = None):
             _launched(name)
         args = tuple(_strict(a) for a in args)
         kwargs = {k: _strict(v) for k, v in kwargs.items()}
-        return wrap(fn(*args, **kwargs))
+        return wrap(_execute(fn, args, kwargs, also=(getattr(fn, "__self__", None),),
+                             record=name not in _NOT_RECORDED))
     return call
 
 
@@ -248,11 +398,15 @@ def _forward(fn, name: str):
         def create(obj, *args, **kwargs):
             kwargs.pop("blocking", None)
             if isinstance(obj, ndarray):
-                obj = obj._a.copy() if name == "array" else obj._a
+                if name == "array":
+                    out = np.asarray(_execute(lambda o, *a, **k: fn(o.copy(), *a, **k), (obj._a, *args), kwargs))
+                else:
+                    out = np.asarray(_execute(fn, (obj._a, *args), kwargs))
+                obj = obj._a
             else:                                  # a host -> device copy: never an alias
                 obj = np.array(unwrap(obj), copy=True)
                 _moved("to_device", obj)
-            out = np.asarray(fn(obj, *args, **kwargs))
+                out = np.asarray(fn(obj, *args, **kwargs))
             if name == "array" or not np.shares_memory(out, obj):   # a copy (a kernel or a memcpy)
                 _launched(name)
             return ndarray(out)
@@ -264,7 +418,7 @@ def _forward(fn, name: str):
             _launched(name)
         args = tuple(_strict(a) for a in args)
         kwargs = {k: _strict(v) for k, v in kwargs.items()}
-        return wrap(fn(*args, **kwargs))
+        return wrap(_execute(fn, args, kwargs, record=name not in _NOT_RECORDED))
     return call
 
 
@@ -294,7 +448,7 @@ class _Ufunc:
         if "out" in kwargs:
             out = kwargs["out"]
             kwargs["out"] = tuple(_strict(o) for o in out) if isinstance(out, tuple) else _strict(out)
-        return wrap(self._uf(*args, **kwargs))
+        return wrap(_execute(self._uf, args, kwargs))
 
     def __getattr__(self, name):
         attr = getattr(self._uf, name)

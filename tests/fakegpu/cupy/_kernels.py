@@ -1,9 +1,11 @@
 """``cupy.RawModule`` of the stand-in: the CUDA source compiled for the CPU with g++ (every block
-and thread of a launch run in turn; tests/cuda_emulation.py)."""
+and thread of a launch run in turn; tests/cuda_emulation.py). During a stream capture a launch is
+recorded with its arguments as given (buffers by address, scalars by value), as CUDA records a
+kernel node."""
 import sys
 from pathlib import Path
 
-from ._core import _launched, unwrap
+from ._core import _execute, _launched, unwrap
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))     # tests/, for cuda_emulation
 from cuda_emulation import compile_for_cpu  # noqa: E402
@@ -20,5 +22,5 @@ class RawModule:
 
         def launch(grid, block, args, **kwargs):
             _launched(f"raw:{name}")
-            k(tuple(grid), tuple(block), tuple(unwrap(a) for a in args))
+            _execute(k, (tuple(grid), tuple(block), tuple(unwrap(a) for a in args)), {})
         return launch

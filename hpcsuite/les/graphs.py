@@ -1,0 +1,173 @@
+"""CUDA graphs for the LES step: the three Runge-Kutta stages captured once, then replayed as one launch.
+
+On the BOMEX grid (64 x 64 x 80) a GPU step is bound by launching its ~120 kernels from Python, not
+by their work. With a graph, a step costs the time-step choice (a few reductions and one
+device-to-host copy of four numbers), one host-to-device copy of the three stage steps, and one
+graph launch. The first graphed step records (CuPy's stream capture: ``Stream.begin_capture`` /
+``end_capture``) what the stages launch, without running it, and launches the graph; later steps
+only launch it.
+
+What a capture cannot hold stays at the step's boundary: the choice of ``dt`` (a device-to-host
+reduction and an ``MPI_Allreduce``) and the saving of the start-of-step fields run before the graph.
+What changes from step to step inside the stages is read from device memory: the stage steps
+``dt/3, dt/2, dt`` are 0-d device arrays (:attr:`StepGraph.stage_dts`) that the kernels read
+(``les_rk_update_many_at``, ``les_projection_rhs_at``; the array-API source reads them the same
+way), rewritten before each launch. A captured kernel keeps the scalars it was given by value, so a
+term that passes a per-step host number to a kernel would replay a stale one: the terms read only
+constants and device arrays (no term uses ``ctx.t``; a term that must is a reason to switch graphs
+off). Memory allocated by the stages during the capture comes from a memory pool of the graph's own
+(``cupy.cuda.using_allocator``), kept with the graph, so that nothing else reuses the addresses the
+graph writes.
+
+When graphs apply (:func:`choose_graphs`): fields on a CuPy device, one MPI rank (at several ranks the
+stages' halo exchanges and the pressure solver's transposes go through MPI between the kernels;
+splitting the capture around them is not done), a CuPy with stream capture (9.0 and later; not on
+HIP). ``$HPCSUITE_LES_GRAPHS`` = ``0`` switches them off, ``1`` on wherever they apply (also on the
+CuPy stand-in of the tests, which reports version 0.0 and is otherwise left without), unset or
+``auto``: on wherever they apply on a real CuPy. The model's ``graphs`` option overrides the
+variable. A capture that fails (something in a term needs the host) is reported once and the model
+steps without graphs from then on. Results are the same bit for bit with and without graphs
+(``tests/les/test_graphs.py``).
+
+The graph is made again when what it was captured from changes (:meth:`StepGraph.run`'s key: the
+fields, tendencies, terms); after changing a term's host parameters call ``Model.drop_graph()``.
+All functions here are local.
+"""
+from __future__ import annotations
+
+import os
+import warnings
+
+import numpy as np
+
+__all__ = ["ENV", "choose_graphs", "StepGraph", "warn_fallback"]
+
+#: the environment variable that switches graphs off (0) or on (1); unset or "auto": automatic
+ENV = "HPCSUITE_LES_GRAPHS"
+
+
+def _setting(option) -> str:
+    """``"on"``, ``"off"`` or ``"auto"`` from the model's option (None: the environment)."""
+    if option is None:
+        raw = os.environ.get(ENV, "auto").strip().lower()
+        if raw in ("", "auto"):
+            return "auto"
+        if raw in ("0", "1"):
+            return "on" if raw == "1" else "off"
+        raise ValueError(f"${ENV} must be 0, 1 or auto, got {raw!r}")
+    if isinstance(option, str):
+        if option.lower() not in ("auto", "on", "off"):
+            raise ValueError(f"graphs must be True, False, 'auto', 'on' or 'off', got {option!r}")
+        return option.lower()
+    return "on" if option else "off"
+
+
+def _cupy_version(xp) -> tuple[int, ...]:
+    head = str(getattr(xp, "__version__", "0")).split("-")[0].split("+")[0]
+    return tuple(int(p) for p in head.split(".")[:2] if p.isdigit()) or (0,)
+
+
+def choose_graphs(option, team, xp) -> tuple[bool, str]:
+    """``(on, reason)``: whether a model's steps run as CUDA graphs. Local (the answer depends only on
+    the team's size, the array module and the setting, the same on every rank).
+
+    Parameters
+    ----------
+    option : bool, str or None
+        The model's ``graphs`` option: True / ``"on"``, False / ``"off"``, ``"auto"``, or None for
+        ``$HPCSUITE_LES_GRAPHS``.
+    team : Team
+        The model's ranks.
+    xp : module
+        The fields' array module.
+    """
+    setting = _setting(option)
+    if setting == "off":
+        return False, "switched off" + (f" (${ENV}=0)" if option is None else "")
+    if getattr(xp, "__name__", "").split(".")[0] != "cupy":
+        return False, "the fields are not on a CuPy device"
+    if team.size != 1:
+        return False, (f"{team.size} ranks: the stages' halo exchanges and the pressure solver's "
+                       "transposes go through MPI between the kernels")
+    stream = getattr(getattr(xp, "cuda", None), "Stream", None)
+    if stream is None or not hasattr(stream, "begin_capture"):
+        return False, "this CuPy has no stream capture"
+    if getattr(getattr(xp.cuda, "runtime", None), "is_hip", False):
+        return False, "stream capture is not available on HIP"
+    if setting == "on":
+        return True, "switched on"
+    if _cupy_version(xp) < (9,):
+        return False, f"CuPy {xp.__version__} (stream capture came with 9.0)"
+    return True, "one rank on a CUDA device"
+
+
+class StepGraph:
+    """The stages of a step captured as a CUDA graph, and the device scalars they read. Local.
+
+    Parameters
+    ----------
+    xp : module
+        CuPy (or its stand-in).
+    stages : int
+        How many stage steps the body reads (:attr:`stage_dts`).
+    """
+
+    def __init__(self, xp, stages: int = 3):
+        self.xp = xp
+        self._dts = xp.zeros(stages)
+        #: 0-d device views of the stage steps, rewritten before every launch (read them, never
+        #: keep a host copy: a captured kernel would keep that)
+        self.stage_dts = [self._dts[s:s + 1].reshape(()) for s in range(stages)]
+        self.graph = None
+        self.key = None
+        self.captures = 0
+        self._stream = None
+        self._pool = None
+
+    def run(self, key: tuple, dts, body) -> None:
+        """Run one step: copy the stage steps ``dts`` (floats) to :attr:`stage_dts`, then launch the
+        graph captured for ``key`` (a tuple of the objects it was captured from, compared by
+        identity) or, if there is none or it was captured from other objects, capture ``body()``
+        (which must read the stage steps from :attr:`stage_dts`) first.
+
+        Raises what the capture raises (e.g. CuPy's error for a device-to-host copy inside
+        ``body``); nothing of ``body`` has then run.
+        """
+        xp = self.xp
+        self._dts.set(np.asarray(dts, dtype=np.float64))
+        if self.graph is None or self.key is None or len(key) != len(self.key) \
+                or any(a is not b for a, b in zip(key, self.key)):
+            self.drop()
+            self._capture(body)
+            self.key = tuple(key)
+        self.graph.launch(stream=xp.cuda.get_current_stream())
+
+    def _capture(self, body) -> None:
+        xp = self.xp
+        # the capture stream does not wait for the current one: let what is queued there finish
+        xp.cuda.get_current_stream().synchronize()
+        stream = self._stream or xp.cuda.Stream(non_blocking=True)
+        pool = xp.cuda.MemoryPool()
+        with stream, xp.cuda.using_allocator(pool.malloc):
+            stream.begin_capture()
+            try:
+                body()
+            except BaseException:
+                try:
+                    stream.end_capture()
+                except Exception:  # noqa: BLE001 - the capture is invalid: the body's error tells why
+                    pass
+                raise
+            graph = stream.end_capture()
+        self.graph, self._pool, self._stream = graph, pool, stream
+        self.captures += 1
+
+    def drop(self) -> None:
+        """Forget the graph (the next :meth:`run` captures again)."""
+        self.graph, self.key, self._pool = None, None, None
+
+
+def warn_fallback(exc: BaseException) -> None:
+    """The one warning when a capture fails and the model steps without graphs. Local."""
+    warnings.warn(f"les: the step could not be captured as a CUDA graph ({type(exc).__name__}: {exc}); "
+                  f"stepping without graphs (set ${ENV}=0 to skip the attempt)", RuntimeWarning, stacklevel=3)
