@@ -171,6 +171,10 @@ class Execution:
         self._halo_pending: dict = {}  # halo exchanges started and not yet waited for
         self._own = [0.0, 0.0]         # this rank's own computation and communication time
         self._busy = False             # inside an intercepted kernel: nested calls run plainly
+        # diagnostics (bench/tune_signatures.py): when a dict, every kernel execution of a
+        # selective run is counted here by (reason, kernel name); see :meth:`_why`
+        self.why: dict | None = None
+        self._calls: dict = {}         # key -> calls this run (executed and skipped): the shares
 
     # ------------------------------------------------------------------ context
     def __enter__(self) -> "Execution":
@@ -186,6 +190,7 @@ class Execution:
     def __exit__(self, exc_type, exc, tb) -> None:
         for cm in reversed(self._stack):
             cm.__exit__(None, None, None)
+        self._tally()
         if exc_type is not None:
             return
         self._glue()
@@ -202,6 +207,8 @@ class Execution:
         total, comp, comm = (float(x) for x in every[crit, [0, 6, 7]])
         r.critical_rank = crit
         r.breakdown = {"computation": comp, "communication": comm, "idle": max(total - comp - comm, 0.0)}
+        if self.mode != "skeleton" and not buf[4]:
+            self.model.note_shares({k: e + s for k, (e, s) in self._calls.items()}, r.predicted)
         if buf[4]:
             raise Abandoned(r.predicted, self.abandon_above)
 
@@ -215,15 +222,22 @@ class Execution:
         self._last = now
 
     def _count(self, key, skipped: bool) -> None:
-        counts = self.result.counts
-        c = counts.get(key[1])
+        c = self._calls.get(key)
         if c is None:
-            c = counts[key[1]] = [0, 0]
+            c = self._calls[key] = [0, 0]
         c[1 if skipped else 0] += 1
-        if skipped:
-            self.result.skipped += 1
-        else:
-            self.result.executed += 1
+
+    def _tally(self) -> None:
+        """Counts by kernel name and in all, from the per-key counts (at the end of a run)."""
+        counts = self.result.counts
+        for key, (e, s) in self._calls.items():
+            c = counts.get(key[1])
+            if c is None:
+                c = counts[key[1]] = [0, 0]
+            c[0] += e
+            c[1] += s
+            self.result.executed += e
+            self.result.skipped += s
 
     def _steady(self, key) -> bool:
         if self.mode == "skeleton" or self.path[4]:
@@ -260,6 +274,27 @@ class Execution:
         self._count(key, False)
         return res, t
 
+    def _why(self, key, reason: str | None = None) -> None:
+        """Count why ``key`` executes (diagnostics only, ``self.why`` set): ``reason`` when the
+        caller knows it (not skippable, another rank not steady, ...), else from the model:
+        a signature never seen, too few samples, or a confidence interval wider than the
+        tolerance."""
+        if self.mode != "selective":
+            return
+        if reason is None:
+            m = self.model
+            s = m.merged(key) if key in m.remote else m.kernels.get(key)
+            if s is None or s.n == 0:
+                reason = "new signature"
+            elif s.n < max(m.min_samples, 2):
+                reason = "too few samples"
+            elif s.mean <= 0 or m.z * s.stderr / s.mean >= m.tolerance:
+                reason = "interval wider than tolerance"
+            else:
+                reason = "steady (model)"
+        k = (reason, key[1])
+        self.why[k] = self.why.get(k, 0) + 1
+
     # ------------------------------------------------------------------ computation kernels
     def _on_compute(self, name, key, flops, reset, fn, args, kwargs):
         if self._busy:                       # inside another kernel: part of it
@@ -278,6 +313,8 @@ class Execution:
                 self._busy = False
             t = self._charge(k, comm=False)
         else:
+            if self.why is not None:
+                self._why(k, "not skippable yet" if self.mode == "selective" and self._steady(k) else None)
             if reset is not None and (self._skipped_any or self.path[3]):
                 reset()                      # stale inputs after skips: make them well-conditioned
                 self._last = time.perf_counter()    # the reset is not charged to the path
@@ -314,6 +351,8 @@ class Execution:
         k = ("comm", name, team.size, int(nbytes))
         if name not in _COLLECTIVE:
             # local completion calls (Wait) and one-sided point-to-point: timed, never skipped
+            if self.why is not None:
+                self._why(k, "never skipped (" + name + ")")
             self._last = time.perf_counter()
             res, t = self._timed(k, fn, args, kwargs)
         else:
@@ -329,6 +368,9 @@ class Execution:
             if buf[5] == 0.0:
                 t, res = self._charge(k, comm=True), None
             else:
+                if self.why is not None:
+                    self._why(k, "not skippable (" + name + ")" if name not in _SKIPPABLE else
+                              "another rank not steady" if mine else None)
                 self._last = time.perf_counter()
                 res, t = self._timed(k, fn, args, kwargs)
         self.path[0] += t
@@ -368,10 +410,14 @@ class Execution:
         self._check_bound()
         self._last = time.perf_counter()
         if do_send == sends and do_recv == receives:        # all of this rank's part runs
+            if self.why is not None:
+                self._why(k, "sender not steady" if mine else None)
             _, t = self._timed(k, fn, args, kwargs)
         elif not do_send and not do_recv:
             t = self._charge(k, comm=True)
         else:                                               # half skipped: time it, keep no sample
+            if self.why is not None:
+                self._why(k, "half of a Sendrecv")
             t0 = time.perf_counter()
             if do_recv:
                 _wait(team.comm.Irecv(recvbuf, source, recvtag))
