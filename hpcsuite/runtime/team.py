@@ -12,7 +12,8 @@ Run with ``mpiexec -n 4 python example.py``::
     team = Team.world()            # every rank: team.size == 4
     grid = team.grid(2)            # every rank: grid.dims == (2, 2); rank 3 sees grid.coords == (1, 1)
     row = grid.sub([False, True])  # the ranks of my grid row: row.size == 2
-    node = team.split_by_node()    # the ranks on my node
+    node = team.split_by_node()    # the ranks on my node (a new team, to free)
+    node = team.node_team()        # the same ranks, split once and kept with the team
     rows = team.derived(("rows", 2), lambda t: t.split(t.rank // 2))   # made once, kept with team
 """
 from __future__ import annotations
@@ -136,12 +137,16 @@ class Team:
         """The sub-team of the ranks that share this rank's node (shared memory). Collective."""
         return Team(self.comm.Split_type(MPI.COMM_TYPE_SHARED, key=self.rank), parent=self)
 
+    def node_team(self) -> "Team":
+        """The sub-team of the ranks that share this rank's node, as :meth:`split_by_node`, but
+        split once and kept with the team (:meth:`derived`): never free it. Collective the first
+        time, local afterwards."""
+        return self.derived(("runtime.node",), Team.split_by_node)
+
     def node_layout(self) -> tuple[int, int]:
         """``(node_index, num_nodes)`` of this rank: nodes numbered by their lowest rank. Collective."""
-        node = self.split_by_node()
-        leader = node.comm.bcast(self.rank, root=0)
+        leader = self.node_team().comm.bcast(self.rank, root=0)
         leaders = sorted(set(self.comm.allgather(leader)))
-        node.free()
         return leaders.index(leader), len(leaders)
 
     def derived(self, key, make):
@@ -157,7 +162,7 @@ class Team:
         ----------
         key : hashable
             What the object is, the same on every rank, prefixed by the module that makes it,
-            e.g. ``("pgas.node",)`` or ``("pgas.summa.row", grid_dims)``.
+            e.g. ``("runtime.node",)`` or ``("pgas.summa.row", grid_dims)``.
         make : callable
             ``make(team)`` -> an ``mpi4py.MPI.Comm``, or anything with a collective ``free()``
             (a :class:`Team`, an object holding several teams).
@@ -169,8 +174,8 @@ class Team:
 
         Examples
         --------
-        >>> node = team.derived(("pgas.node",), Team.split_by_node)   # collective once
-        >>> node is team.derived(("pgas.node",), Team.split_by_node)  # local: True
+        >>> rows = team.derived(("example.rows",), lambda t: t.split(t.rank // 2))  # collective once
+        >>> rows is team.derived(("example.rows",), lambda t: t.split(t.rank // 2))  # local
         True
         """
         obj = self._derived.get(key, _MISSING)

@@ -66,7 +66,7 @@ def test_the_pgas_node_communicator_is_kept_with_the_team(team):
     sub = team.split(0)
     try:
         nc = node_comm(sub)
-        assert node_comm(sub) is nc
+        assert node_comm(sub) is nc and sub.node_team().comm is nc     # one node split per team
         # independent: the ranks that report the same processor name share the node
         names = sub.allgather(MPI.Get_processor_name())
         assert nc.Get_size() == names.count(MPI.Get_processor_name())
@@ -79,7 +79,7 @@ def test_what_is_kept_is_freed_at_exit_before_mpi_finalises():
     # a world team's derived communicators (never freed by the program) go at exit without error
     code = ("from hpcsuite.runtime import Team\n"
             "t = Team.world()\n"
-            "t.derived(('node',), Team.split_by_node)\n"
+            "t.node_team()\n"
             "t.derived(('dup',), lambda t: t.comm.Dup())\n"
             "print('done')\n")
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
