@@ -96,9 +96,9 @@ def node_comm(team) -> MPI.Comm:
     segment (the split is the most expensive part of allocating an array). Collective on the first
     call for a team, local afterwards.
 
-    Internal to pgas (segments, and ``array`` for a rank's index on its node): kept on the team
-    through ``Team.derived``, so it is freed with the team or
-    at exit, after the segments that use it.
+    Internal to pgas (segments, and ``array`` for a rank's index on its node): the team's
+    ``node_team()``, kept with the team (``Team.derived``), so it is freed with the team or at exit,
+    after the segments that use it.
 
     Parameters
     ----------
@@ -110,11 +110,7 @@ def node_comm(team) -> MPI.Comm:
     mpi4py.MPI.Comm
         The ranks of ``team`` on this rank's node (ranked as in ``team``).
     """
-    return team.derived(("pgas.node",), _split_by_node).comm
-
-
-def _split_by_node(team):
-    return team.split_by_node()
+    return team.node_team().comm
 
 
 class Segment:
