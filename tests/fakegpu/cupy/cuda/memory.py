@@ -171,7 +171,7 @@ def _install_ndarray_over_memory() -> None:
     plain = cls.__init__
 
     def __init__(self, a, dtype=None, memptr=None, strides=None, order="C"):
-        if isinstance(a, np.ndarray) and dtype is None and memptr is None:
+        if memptr is None and dtype is None:        # the stand-in's own ndarray(NumPy array)
             plain(self, a)
             return
         shape = (int(a),) if np.isscalar(a) else tuple(int(n) for n in a)
