@@ -198,6 +198,7 @@ class DeviceWindow:
         node_units = nc.allgather(me)
         on_one_node = team.comm.allreduce(len(node_units) == team.size, op=MPI.LAND)
         remote = "mpi" if want == "mpi" or (want in ("auto", "ipc") and _rma_on_device_trusted()) else "host"
+        remote = "mpi" if team.comm.allreduce(remote == "mpi", op=MPI.LAND) else "host"
         node = {"auto": "ipc", "ipc": "ipc", "mpi": "mpi", "host": "host"}[want]
         if not on_one_node and remote == "host":
             node = "host"                          # one coherent copy: everything staged
@@ -252,14 +253,16 @@ class DeviceWindow:
             storage = array.device_storage
             nbytes = int(storage.nbytes)
             if nbytes:
-                own = _EXPORTED.get(array)
+                own = _EXPORTED.get(id(array))
                 if own is None or own[1] is not storage:
                     block = mem.Memory(nbytes)        # an allocation of its own: one IPC handle
                     fresh = xp.ndarray(storage.shape, storage.dtype, mem.MemoryPointer(block, 0))
                     fresh[...] = storage
                     array.device_storage = fresh
                     storage = fresh
-                    _EXPORTED[array] = (block, storage)
+                    if id(array) not in _EXPORTED:
+                        weakref.finalize(array, _EXPORTED.pop, id(array), None)
+                    _EXPORTED[id(array)] = (block, storage)
                 handle = bytes(rt.ipcGetMemHandle(storage.data.ptr))
         except Exception as exc:  # noqa: BLE001 - a device without IPC: fall back, agreed below
             err = f"{type(exc).__name__}: {exc}"
@@ -336,12 +339,12 @@ class DeviceWindow:
                         li = tuple(slice(s.start + x, s.stop + x, s.step) for s, x in zip(li, w)) \
                             if isinstance(li[0], slice) else tuple(a + x for a, x in zip(li, w))
                     didx = li
-                p.direct.append((pc.unit, ridx, didx))
+                p.direct.append((pc.unit, self._on_device(ridx), self._on_device(didx)))
             else:                                   # "mpi" ("host" never gets here)
                 dtype, disp, count = target_datatype(pc, pattern, ushape, self._mpitype, self._halo)
                 if dtype is not self._mpitype:
                     p.types.append(dtype)
-                p.remote.append((pc.unit, ridx, pc.shape, (disp, count, dtype)))
+                p.remote.append((pc.unit, self._on_device(ridx), pc.shape, (disp, count, dtype)))
                 if pc.unit not in p.targets:
                     p.targets.append(pc.unit)
         if key is not None:
@@ -350,6 +353,15 @@ class DeviceWindow:
                 _, old = self._plans.popitem(last=False)
                 old.free()
         return p
+
+    def _on_device(self, index):
+        """An index with its integer arrays copied to the device once (CuPy gathers with device
+        index arrays; the plan is cached)."""
+        if isinstance(index, np.ndarray):
+            return self.xp.asarray(index)
+        if isinstance(index, tuple) and any(isinstance(i, np.ndarray) for i in index):
+            return tuple(self.xp.asarray(i) if isinstance(i, np.ndarray) else i for i in index)
+        return index
 
     def _alive(self) -> None:
         if self._freed:
@@ -552,9 +564,11 @@ class DeviceWindow:
         return f"DeviceWindow(path={self.path!r}, {'freed' if self._freed else self.array!r})"
 
 
-# array -> (its exported allocation, the device array over it), so that a second window over the
-# same array exports the same memory again (the stored device array is compared by identity)
-_EXPORTED: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+# id(array) -> (its exported allocation, the device array over it), so that a second window over
+# the same array exports the same memory again (the device array is compared by identity); the
+# entry goes with the array object. (Not a WeakKeyDictionary: it compares keys with ==, which is
+# elementwise and collective on DistArrays.)
+_EXPORTED: dict = {}
 
 
 def _changed(new: np.ndarray, old: np.ndarray) -> np.ndarray:
