@@ -192,10 +192,10 @@ def main():
             wall = {k: [] for k in rows}
             cpu = {k: [] for k in rows}
             for _ in range(args.repeat):
-                for name, (steps, fn) in rows.items():
+                for name, (nsteps, fn) in rows.items():
                     w, c = timed(fn)
-                    wall[name].append(w / steps)
-                    cpu[name].append(c / steps)
+                    wall[name].append(w / nsteps)
+                    cpu[name].append(c / nsteps)
             load = os.getloadavg()[0]
             print(f"## {n}^3 cells, {args.points}-point, {th} thread(s) (load average {load:.2f})")
             print(f"{'row':>26} {'ms/step':>8} {'Gcell/s wall':>13} {'Gcell/s CPU x thr':>18} "
