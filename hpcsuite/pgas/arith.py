@@ -37,7 +37,8 @@ import numbers
 import numpy as np
 from mpi4py import MPI
 
-from .array import DistArray, empty
+from .array import DistArray
+from .pattern import Pattern
 from .redistribute import copy as redistribute
 
 __all__ = ["ufunc_call", "where", "clip", "astype", "copy", "new_array", "local_part",
@@ -59,19 +60,42 @@ def check_dist(x, func: str, name: str = "a") -> DistArray:
     """``x`` if it is a live DistArray, else ``TypeError`` naming ``func``. Local."""
     if not isinstance(x, DistArray):
         raise TypeError(f"{func}: {name} must be a DistArray, got {type(x).__name__}")
-    x._alive()
+    x.check_alive()
     return x
+
+
+#: (team, shape, dist, grid) -> Pattern of the results made with ``dist`` / ``grid`` (reductions,
+#: transposes, products): building and validating a pattern per result cost more than the
+#: reduction of a 1 MB block; patterns never change, so results of one layout share one.
+_PATTERNS: dict = {}
+_PATTERNS_MAX = 256
+
+
+def _pattern(shape, dist, grid, team) -> Pattern:
+    try:
+        key = (team, tuple(shape), tuple(dist) if isinstance(dist, (tuple, list)) else dist,
+               None if grid is None else tuple(grid))
+        p = _PATTERNS.get(key)
+    except TypeError:                   # an unhashable spec or grid object: no cache
+        return Pattern(shape, dist, team=team, grid=grid)
+    if p is None:
+        p = Pattern(shape, dist, team=team, grid=grid)
+        if len(_PATTERNS) >= _PATTERNS_MAX:
+            _PATTERNS.pop(next(iter(_PATTERNS)))
+        _PATTERNS[key] = p
+    return p
 
 
 def new_array(shape, dtype, like: DistArray, dist=None, grid=None) -> DistArray:
     """A new DistArray on ``like``'s team and device (``like``'s pattern unless ``dist`` /
     ``grid`` are given), freed when its last reference goes. Collective."""
     if dist is None and grid is None and tuple(shape) == like.shape:
-        a = DistArray._new(like.pattern, dtype, like.team, like.device)   # no re-validation
+        pattern = like.pattern                      # no re-validation
     else:
-        a = empty(shape, dtype, dist=like.dist if dist is None else dist, team=like.team,
-                  grid=like.grid if grid is None and dist is None else grid, device=like.device)
-    a._auto_free = True
+        pattern = _pattern(shape, like.dist if dist is None else dist,
+                           like.grid if grid is None and dist is None else grid, like.team)
+    a = DistArray.from_pattern(pattern, dtype, like.team, like.device)
+    a.auto_free = True
     return a
 
 
@@ -159,7 +183,7 @@ class Operands:
         for k, o in enumerate(outs):
             check_dist(o, func, "out")
         for x in dists:
-            x._alive()
+            x.check_alive()
         everyone = outs + dists
         if not everyone:
             raise TypeError(f"{func}: no DistArray among the operands")
@@ -221,7 +245,7 @@ class Operands:
                     out.append(x.local)
                     continue
                 if x is not ref and x.pattern != ref.pattern:
-                    tmp = DistArray._new(ref.pattern, x.dtype, ref.team, ref.device)
+                    tmp = DistArray.from_pattern(ref.pattern, x.dtype, ref.team, ref.device)
                     self.temps.append(tmp)
                     redistribute(x, tmp)
                     x = tmp
@@ -344,7 +368,7 @@ def _same_pattern_call(ufunc, inputs, elide):
     ref = None
     for x in inputs:
         if isinstance(x, DistArray):
-            if x._freed:
+            if x.freed:
                 return None
             if ref is None:
                 ref = x

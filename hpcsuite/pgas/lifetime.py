@@ -27,15 +27,30 @@ known to be at the same place of the program:
 The cost on the common path is a dictionary look-up per array creation; the ``allgather`` comes
 only with the (already collective, tens of ms) creation of new windows, one in
 :data:`AGREE_EVERY`.
+
+**Views that outlive their array.** A released segment goes into the reuse pool, and the next
+array of its layout gets the same memory. A NumPy view of a dropped result kept by the caller
+(``v = (a * 2).local``, or any slice of it) would then alias that new array. So before an entry is
+released, its storage is checked for references from outside the segment and the array's own
+transfer plans (reference counts of the storage array and of its base, against the references
+found by walking the segment, its halo and plans: no communication): an entry whose storage is
+still viewed is *parked* (neither pooled nor freed: the view stays valid and private) and released
+at the first collective point of its team where no view is left. As releases, this needs views
+of a result held and dropped alike on every rank (the rule for results themselves, and for the
+reuse of temporaries); :func:`parked` counts the parked entries.
 """
 from __future__ import annotations
 
 import atexit
 import gc
+import sys
 import threading
 import weakref
 
-__all__ = ["next_id", "defer", "drain", "agree", "new_windows", "collect", "pending", "AGREE_EVERY"]
+import numpy as np
+
+__all__ = ["next_id", "defer", "drain", "agree", "new_windows", "collect", "pending", "parked",
+           "viewed", "AGREE_EVERY"]
 
 #: automatic agreement on collector-queued arrays at every this many new-window allocations
 AGREE_EVERY = 8
@@ -43,6 +58,7 @@ AGREE_EVERY = 8
 _next_id: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()   # team -> next sequence id
 _queues: dict = {}          # team -> list of _Entry, in queue order
 _misses: dict = {}          # team -> new-window allocations since the last agreement
+_parked: dict = {}          # team -> list of _Entry whose storage was still viewed at release
 _in_gc = 0                  # > 0 while the cyclic garbage collector runs
 _main = threading.main_thread()
 
@@ -56,10 +72,10 @@ gc.callbacks.append(_gc_phase)
 
 
 class _Entry:
-    __slots__ = ("seq", "release", "certain")
+    __slots__ = ("seq", "release", "certain", "segment")
 
-    def __init__(self, seq, release, certain):
-        self.seq, self.release, self.certain = seq, release, certain
+    def __init__(self, seq, release, certain, segment=None):
+        self.seq, self.release, self.certain, self.segment = seq, release, certain, segment
 
 
 def next_id(team) -> int:
@@ -70,11 +86,13 @@ def next_id(team) -> int:
     return n
 
 
-def defer(team, seq: int, release) -> None:
+def defer(team, seq: int, release, segment=None) -> None:
     """Queue ``release`` (a callable that frees an array's resources, collective) of the array
-    with sequence number ``seq``. Local, no communication: safe inside ``__del__``."""
+    with sequence number ``seq``; ``segment`` is the array's host storage (a ``pgas.memory``
+    ``Segment``, for the view check; found among ``release``'s closure when not given). Local, no
+    communication: safe inside ``__del__``."""
     certain = _in_gc == 0 and threading.current_thread() is _main
-    _queues.setdefault(team, []).append(_Entry(seq, release, certain))
+    _queues.setdefault(team, []).append(_Entry(seq, release, certain, segment))
 
 
 def pending(team=None) -> int:
@@ -84,15 +102,117 @@ def pending(team=None) -> int:
     return sum(len(q) for q in _queues.values())
 
 
-def _release(entries) -> None:
+def parked(team=None) -> int:
+    """Released arrays whose storage is still viewed from outside (see the module notes), kept
+    out of the pool until the views go (on ``team``, or on all teams). Local."""
+    if team is not None:
+        return len(_parked.get(team, ()))
+    return sum(len(q) for q in _parked.values())
+
+
+def _roots(e: _Entry) -> list:
+    """What ``e``'s release owns: the segment, halo and plans in its closure (or ``e.segment``)."""
+    cells = getattr(e.release, "__closure__", None) or ()
+    roots = [c.cell_contents for c in cells]
+    if e.segment is not None and not any(r is e.segment for r in roots):
+        roots.append(e.segment)
+    return roots
+
+
+def _segment(roots):
+    for r in roots:
+        if isinstance(getattr(r, "array", None), np.ndarray) and hasattr(r, "pool_key"):
+            return r
+    return None
+
+
+_CONTAINERS = (dict, list, tuple, set, frozenset)
+_OWN: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()   # segment -> (id of its storage, counts)
+
+
+def _walked(r) -> bool:
+    # containers and pgas's own objects (segment, halo, transfer plans); not arrays, teams,
+    # communicators or anything else
+    return isinstance(r, _CONTAINERS) or type(r).__module__.startswith("hpcsuite.pgas")
+
+
+def _count_inside(roots, targets, limit: int = 400) -> list:
+    """How many references to each of ``targets`` the objects reachable from ``roots`` hold
+    (containers and pgas objects walked, at most ``limit`` of them; arrays not entered)."""
+    counts = [0] * len(targets)
+    seen = {id(r) for r in roots}
+    todo = list(roots)
+    while todo and limit > 0:
+        o = todo.pop()
+        limit -= 1
+        for r in gc.get_referents(o):
+            hit = False
+            for k, t in enumerate(targets):
+                if r is t:
+                    counts[k] += 1
+                    hit = True
+            if hit or id(r) in seen or not _walked(r):
+                continue
+            seen.add(id(r))
+            todo.append(r)
+    return counts
+
+
+def viewed(roots) -> bool:
+    """Whether the storage of the segment among ``roots`` (a released array's segment, halo and
+    plans) is referenced from anywhere else: a view of it kept by the caller. Local, no
+    communication (reference counts)."""
+    seg = _segment(roots)
+    if seg is None:
+        return False
+    st = seg.array
+    base = st.base if isinstance(st.base, np.ndarray) else None
+    if st.size == 0:
+        return False
+    targets = (st, base) if base is not None else (st,)
+    # the segment's own references to its storage (the same every time it is released: cached)
+    own = _OWN.get(seg)
+    if own is None or own[0] != id(st):
+        own = _OWN[seg] = (id(st), _count_inside([seg], targets))
+    inside = list(own[1])
+    rest = [r for r in roots if r is not seg and r is not None and not (isinstance(r, list) and not r)]
+    if rest:                                # halo, transfer plans
+        for k, c in enumerate(_count_inside(rest, targets)):
+            inside[k] += c
+    del targets                             # (it holds both)
+    # getrefcount counts its argument and this frame's local name once each; the base is also
+    # held by the storage array itself
+    if sys.getrefcount(st) - 2 > inside[0]:
+        return True
+    return base is not None and sys.getrefcount(base) - 2 > inside[1] + 1
+
+
+def _release(team, entries) -> None:
     for e in sorted(entries, key=lambda e: e.seq):
-        e.release()
+        if viewed(_roots(e)):
+            _parked.setdefault(team, []).append(e)
+        else:
+            e.release()
+
+
+def _unpark(team) -> None:
+    """Release the parked entries of ``team`` that nothing views any more (seq order)."""
+    q = _parked.get(team)
+    if not q:
+        return
+    free = [e for e in q if not viewed(_roots(e))]
+    if free:
+        q[:] = [e for e in q if e not in free]
+        for e in sorted(free, key=lambda e: e.seq):
+            e.release()
 
 
 def drain(team) -> None:
     """Release ``team``'s entries queued by reference counting (see the module notes). Call only
     where every rank of ``team`` is at the same collective point. Collective (communicates only
     when a released segment's windows are destroyed)."""
+    if _parked.get(team):
+        _unpark(team)
     q = _queues.get(team)
     if not q or not any(e.certain for e in q):
         return
@@ -104,7 +224,7 @@ def drain(team) -> None:
             if not certain:
                 break
             q[:] = [e for e in q if not e.certain]
-            _release(certain)       # (releasing may drop more arrays: loop)
+            _release(team, certain)       # (releasing may drop more arrays: loop)
     finally:
         if was:
             gc.enable()
@@ -129,7 +249,7 @@ def agree(team, observed: bool = True) -> int:
     try:
         go = [e for e in q if e.seq in common]
         q[:] = [e for e in q if e.seq not in common]
-        _release(go)
+        _release(team, go)
     finally:
         if was:
             gc.enable()
@@ -169,3 +289,4 @@ def _forget_at_exit() -> None:
     # queued ones included); the queues only have to let go of them (this handler runs first:
     # registered later)
     _queues.clear()
+    _parked.clear()

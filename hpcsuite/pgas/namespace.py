@@ -104,7 +104,7 @@ class DistNamespace:
         if include_initial or dtype is not None:
             raise TypeError("cumulative_sum on DistArrays: include_initial= and dtype= are not supported")
         r = scan(x, "sum", axis=axis)
-        r._auto_free = True
+        r.auto_free = True
         return r
 
     # ------------------------------------------------------------------ manipulation (collective)
@@ -160,13 +160,13 @@ class DistNamespace:
         if arr.ndim == 0:
             return arr
         r = from_numpy(arr, root=None, **_device_kw(device))
-        r._auto_free = True
+        r.auto_free = True
         return r
 
     @staticmethod
     def full(shape, fill_value, *, dtype=None, device=None):
         r = full(shape, fill_value, dtype=dtype, **_device_kw(device))
-        r._auto_free = True
+        r.auto_free = True
         return r
 
     def zeros(self, shape, *, dtype=None, device=None):

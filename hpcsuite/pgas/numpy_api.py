@@ -45,7 +45,7 @@ def _accumulate(ufunc, a, axis=0, dtype=None, out=None):
     except ValueError as exc:
         raise TypeError(f"{name}: {exc}") from None
     if out is None:
-        r._auto_free = True
+        r.auto_free = True
     return r
 
 
@@ -61,7 +61,7 @@ def _cumulative(op, func):
             raise TypeError(f"{func} on DistArrays: dtype= is not supported")
         r = scan(a, op, axis=axis, out=out)
         if out is None:
-            r._auto_free = True
+            r.auto_free = True
         return r
     fn.__name__ = func.rsplit(".", 1)[-1]
     fn.__doc__ = f"``{func}`` through :func:`hpcsuite.pgas.scan` (CPU arrays). Collective."
@@ -89,7 +89,7 @@ def array_operator(ufunc, inputs, candidate):
     """A DistArray operator (``a * 2``, ``-a``, ``1 + a``): ``ufunc(*inputs)``, computed into
     ``candidate`` (an operand only the expression refers to) when that is a result of these
     protocols and the result fits it. Collective."""
-    if (isinstance(candidate, DistArray) and candidate._auto_free and not candidate._freed
+    if (isinstance(candidate, DistArray) and candidate.auto_free and not candidate.freed
             and all(isinstance(x, (DistArray, np.ndarray, numbers.Number, np.generic)) for x in inputs)):
         return arith.ufunc_call(ufunc, inputs, {}, elide=candidate)
     return ufunc(*inputs)

@@ -130,3 +130,47 @@ def test_agreement_releases_only_what_every_rank_dropped(team):
         if was:
             gc.enable()
     a.free()
+
+
+def test_kept_local_view_of_a_dropped_result_stays_private(team, monkeypatch):
+    """A view kept of a dropped result's block (the block itself, a slice of it) stays valid and
+    private: the result's segment is parked, not pooled, while the view lives (before, the next
+    result of the same layout reused that memory and the view changed under its holder); once the
+    views go, the segment returns to the pool and temporaries are reused again (no new windows)."""
+    ref = data((24, 5), np.float64, 44)
+    a = dist_array(ref, ((24, 5), (B, N), None))
+    pgas.collect(team)
+    for _ in range(2):                          # warm the pool with this layout
+        r = a * 2
+        del r
+    pgas.collect(team)
+    r = a * 2
+    whole, part = r.local, r.local[1:]
+    want = whole.copy()
+    del r
+    others = [a * 3, a * 5, a + 7]              # each would have reused r's segment
+    pgas.collect(team)
+    np.testing.assert_array_equal(whole, want)  # unchanged by the new results
+    np.testing.assert_array_equal(part, want[1:])
+    for o in others:
+        assert not np.shares_memory(o.local, whole)
+    assert lifetime.parked(team) == 1
+    del whole, part, others
+    pgas.collect(team)                          # no view left: released into the pool
+    assert lifetime.parked(team) == 0
+    live, made = pgas.live_segments(), []
+    init = memory.Segment.__init__
+
+    def counted(self, *args, **kw):
+        made.append(1)
+        init(self, *args, **kw)
+    monkeypatch.setattr(memory.Segment, "__init__", counted)
+    for _ in range(4):
+        t = np.sqrt(abs(a * 2 + a)) - 1
+        del t
+    pgas.collect(team)
+    monkeypatch.undo()
+    assert not made                             # the temporaries came from the pool
+    assert pgas.live_segments() == live
+    same_everywhere(team, pgas.live_segments(), memory.pooled_segments(), lifetime.parked(team))
+    a.free()
