@@ -8,6 +8,10 @@ the step and by kind of operation, can be driven down on any machine:
     PYTHONPATH=tests/fakegpu .venv/bin/python bench/gpu_launches.py --shape 16 16 20
     PYTHONPATH=tests/fakegpu .venv/bin/python bench/gpu_launches.py --no-fused   # array-API source only
     PYTHONPATH=tests/fakegpu .venv/bin/python bench/gpu_launches.py --host-cost  # host time per step
+    PYTHONPATH=tests/fakegpu .venv/bin/python bench/gpu_launches.py --graphs on  # the step as a CUDA graph
+
+With ``--graphs on`` the three stages run as one CUDA graph (``les.graphs``): a graph launch counts
+as one, and what the graph holds (its kernel and copy nodes, captured once) is listed after it.
 
 ``--host-cost`` replaces every CUDA kernel by a no-op and times what is left of a step: the Python
 that decides, prepares and launches the kernels (on a GPU it runs while earlier kernels execute),
@@ -36,6 +40,8 @@ def main() -> int:
                     help="without the CUDA kernels of les.gpukernels / gpusubgrid (the array-API source)")
     ap.add_argument("--kinds", type=int, default=6, help="most frequent kinds of launch shown per part")
     ap.add_argument("--sites", type=int, default=0, help="also show the source lines making the most launches")
+    ap.add_argument("--graphs", default="off", choices=["off", "on"],
+                    help="the stages as one CUDA graph (les.graphs; the stand-in's capture)")
     ap.add_argument("--host-cost", action="store_true",
                     help="time a step with every CUDA kernel a no-op, and split the time by profile")
     args = ap.parse_args()
@@ -73,8 +79,11 @@ def main() -> int:
                     self.per_part[name].update(launches - before)
 
     timers = CountingTimers()
-    m = bomex_like(tuple(args.shape), Team.world(), device="gpu", scheme=args.scheme, timers=timers)
+    m = bomex_like(tuple(args.shape), Team.world(), device="gpu", scheme=args.scheme, timers=timers,
+                   graphs=args.graphs == "on")
     m.step()                                               # compiles, plans, caches
+    if m.graph is not None:
+        m.step()                                           # captures the graph (once)
     timers.per_part.clear()
     launches.clear()
     if args.sites:
@@ -84,13 +93,20 @@ def main() -> int:
     total = sum(launches.values()) / args.steps
     parts = sorted(timers.per_part.items(), key=lambda kv: -sum(kv[1].values()))
     print(f"# launches per step, BOMEX-like {'x'.join(map(str, args.shape))}, {args.scheme} order, "
-          f"{'array-API source only' if args.no_fused else 'with the CUDA kernels'}: {total:.0f}")
+          f"{'array-API source only' if args.no_fused else 'with the CUDA kernels'}, "
+          f"{'stages as one CUDA graph' if m.graph is not None else 'no graph'} ({m.graphs_reason}): {total:.0f}")
     for name, c in parts:
         n = sum(c.values()) / args.steps
         top = ", ".join(f"{k} {v / args.steps:.0f}" for k, v in c.most_common(args.kinds))
         print(f"  {name:12s} {n:6.0f}   {top}")
     outside = total - sum(sum(c.values()) for _, c in parts) / args.steps
     print(f"  {'(no part)':12s} {outside:6.0f}")
+    if m.graph is not None and m.graph.graph is not None:
+        nodes = m.graph.graph.nodes
+        top = ", ".join(f"{k} {v}" for k, v in nodes.most_common(args.kinds))
+        print(f"# in the graph (captured {m.graph.captures}x): {sum(nodes.values())} nodes, {top}; "
+              f"{len(m.graph.graph.allocations)} allocations during the capture "
+              f"({sum(m.graph.graph.allocations) / 1e6:.2f} MB, the graph's own pool)")
     if args.sites:
         print(f"# the {args.sites} source lines making the most launches (per step)")
         for site, n in _core.launch_sites.most_common(args.sites):

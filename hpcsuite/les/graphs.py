@@ -1,15 +1,15 @@
 """CUDA graphs for the LES step: the three Runge-Kutta stages captured once, then replayed as one launch.
 
 On the BOMEX grid (64 x 64 x 80) a GPU step is bound by launching its ~120 kernels from Python, not
-by their work. With a graph, a step costs the time-step choice (a few reductions and one
-device-to-host copy of four numbers), one host-to-device copy of the three stage steps, and one
-graph launch. The first graphed step records (CuPy's stream capture: ``Stream.begin_capture`` /
-``end_capture``) what the stages launch, without running it, and launches the graph; later steps
-only launch it.
+by their work. With graphs a step is two graph launches and two small copies: the *prelude* graph
+(the start-of-step copy and the time step's reductions, ending in a vector of four numbers), the
+copy of that vector to the host, the choice of ``dt`` there (and its ``MPI_Allreduce``), the copy
+of the three stage steps to the device, and the *stages* graph. The first graphed step records
+(CuPy's stream capture: ``Stream.begin_capture`` / ``end_capture``) what each part launches,
+without running it, and launches the graphs; later steps only launch them.
 
-What a capture cannot hold stays at the step's boundary: the choice of ``dt`` (a device-to-host
-reduction and an ``MPI_Allreduce``) and the saving of the start-of-step fields run before the graph.
-What changes from step to step inside the stages is read from device memory: the stage steps
+What a capture cannot hold stays between the graphs: the device-to-host copy and the host's
+choice of ``dt``. What changes from step to step inside the stages is read from device memory: the stage steps
 ``dt/3, dt/2, dt`` are 0-d device arrays (:attr:`StepGraph.stage_dts`) that the kernels read
 (``les_rk_update_many_at``, ``les_projection_rhs_at``; the array-API source reads them the same
 way), rewritten before each launch. A captured kernel keeps the scalars it was given by value, so a
@@ -29,8 +29,10 @@ variable. A capture that fails (something in a term needs the host) is reported 
 steps without graphs from then on. Results are the same bit for bit with and without graphs
 (``tests/les/test_graphs.py``).
 
-The graph is made again when what it was captured from changes (:meth:`StepGraph.run`'s key: the
-fields, tendencies, terms); after changing a term's host parameters call ``Model.drop_graph()``.
+A graph is captured again when what it was captured from changes (the key of :meth:`Captured.run`:
+the fields, tendencies, terms, and for the prelude the eddy-diffusivity arrays it reduces, which
+the first capture of the stages replaces); after changing a term's host parameters call
+``Model.drop_graph()``.
 All functions here are local.
 """
 from __future__ import annotations
@@ -40,7 +42,7 @@ import warnings
 
 import numpy as np
 
-__all__ = ["ENV", "choose_graphs", "StepGraph", "warn_fallback"]
+__all__ = ["ENV", "choose_graphs", "Captured", "StepGraph", "warn_fallback"]
 
 #: the environment variable that switches graphs off (0) or on (1); unset or "auto": automatic
 ENV = "HPCSUITE_LES_GRAPHS"
@@ -101,46 +103,40 @@ def choose_graphs(option, team, xp) -> tuple[bool, str]:
     return True, "one rank on a CUDA device"
 
 
-class StepGraph:
-    """The stages of a step captured as a CUDA graph, and the device scalars they read. Local.
+class Captured:
+    """Work captured once as a CUDA graph and launched on every :meth:`run`. Local.
 
     Parameters
     ----------
     xp : module
         CuPy (or its stand-in).
-    stages : int
-        How many stage steps the body reads (:attr:`stage_dts`).
     """
 
-    def __init__(self, xp, stages: int = 3):
+    def __init__(self, xp):
         self.xp = xp
-        self._dts = xp.zeros(stages)
-        #: 0-d device views of the stage steps, rewritten before every launch (read them, never
-        #: keep a host copy: a captured kernel would keep that)
-        self.stage_dts = [self._dts[s:s + 1].reshape(()) for s in range(stages)]
         self.graph = None
         self.key = None
+        self.result = None
         self.captures = 0
         self._stream = None
         self._pool = None
 
-    def run(self, key: tuple, dts, body) -> None:
-        """Run one step: copy the stage steps ``dts`` (floats) to :attr:`stage_dts`, then launch the
-        graph captured for ``key`` (a tuple of the objects it was captured from, compared by
-        identity) or, if there is none or it was captured from other objects, capture ``body()``
-        (which must read the stage steps from :attr:`stage_dts`) first.
+    def run(self, key: tuple, body):
+        """Launch the graph captured for ``key`` (a tuple of the objects it was captured from,
+        compared by identity) or, if there is none or it was captured from other objects, capture
+        ``body()`` first. Returns what ``body()`` returned at the capture (device arrays that every
+        launch rewrites).
 
         Raises what the capture raises (e.g. CuPy's error for a device-to-host copy inside
         ``body``); nothing of ``body`` has then run.
         """
-        xp = self.xp
-        self._dts.set(np.asarray(dts, dtype=np.float64))
         if self.graph is None or self.key is None or len(key) != len(self.key) \
                 or any(a is not b for a, b in zip(key, self.key)):
             self.drop()
             self._capture(body)
             self.key = tuple(key)
-        self.graph.launch(stream=xp.cuda.get_current_stream())
+        self.graph.launch(stream=self.xp.cuda.get_current_stream())
+        return self.result
 
     def _capture(self, body) -> None:
         xp = self.xp
@@ -151,7 +147,7 @@ class StepGraph:
         with stream, xp.cuda.using_allocator(pool.malloc):
             stream.begin_capture()
             try:
-                body()
+                result = body()
             except BaseException:
                 try:
                     stream.end_capture()
@@ -159,12 +155,51 @@ class StepGraph:
                     pass
                 raise
             graph = stream.end_capture()
-        self.graph, self._pool, self._stream = graph, pool, stream
+        self.graph, self.result, self._pool, self._stream = graph, result, pool, stream
         self.captures += 1
 
     def drop(self) -> None:
         """Forget the graph (the next :meth:`run` captures again)."""
-        self.graph, self.key, self._pool = None, None, None
+        self.graph, self.key, self.result, self._pool = None, None, None, None
+
+
+class StepGraph:
+    """A step's two graphs and the device scalars they read. Local.
+
+    :attr:`prelude` holds the work before the choice of ``dt`` (the start-of-step copy and the
+    time step's reductions, ending in the small vector brought to the host), :attr:`stages` the
+    three stages, which read their steps from :attr:`stage_dts`.
+    """
+
+    def __init__(self, xp, stages: int = 3):
+        self.xp = xp
+        self._dts = xp.zeros(stages)
+        #: 0-d device views of the stage steps, rewritten before every launch (read them, never
+        #: keep a host copy: a captured kernel would keep that)
+        self.stage_dts = [self._dts[s:s + 1].reshape(()) for s in range(stages)]
+        self.prelude = Captured(xp)
+        self.stages = Captured(xp)
+
+    @property
+    def captures(self) -> int:
+        """How often the stages were captured."""
+        return self.stages.captures
+
+    @property
+    def graph(self):
+        """The stages' graph (None before the first capture)."""
+        return self.stages.graph
+
+    def run(self, key: tuple, dts, body):
+        """Copy the stage steps ``dts`` (floats) to :attr:`stage_dts`, then run the stages (see
+        :meth:`Captured.run`; ``body`` must read the stage steps from :attr:`stage_dts`)."""
+        self._dts.set(np.asarray(dts, dtype=np.float64))
+        return self.stages.run(key, body)
+
+    def drop(self) -> None:
+        """Forget both graphs."""
+        self.prelude.drop()
+        self.stages.drop()
 
 
 def warn_fallback(exc: BaseException) -> None:

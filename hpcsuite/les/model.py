@@ -19,7 +19,7 @@ from ..runtime import Timers, optional
 from . import fused, gpukernels, ops
 from .graphs import StepGraph, choose_graphs, warn_fallback
 from .state import zeros_in_one_buffer
-from .timestep import RK3, RK3_TIMES, BlowUp, TimeStepper, locate_blowup, whole_max
+from .timestep import RK3, RK3_TIMES, BlowUp, TimeStepper, local_values, locate_blowup, whole_max
 
 __all__ = ["Model", "PARTS", "build"]
 
@@ -105,13 +105,14 @@ class Model:
         floor, parts = self._k_max_parts()
         return max(floor, max(float(p) for p in parts)) if parts else floor
 
-    def _k_max_parts(self):
-        """``(floor, device scalars)``: the largest diffusivity is the largest of them. Local."""
+    def _k_max_parts(self, floor_only: bool = False):
+        """``(floor, device scalars)``: the largest diffusivity is the largest of them (with
+        ``floor_only`` the scalars are left out: an empty list). Local."""
         xp, d = self.ctx.xp, self.ctx.diag
         eddy = [d[n] for n in ("ekm", "ekh") if n in d]
         if eddy:
             I, J = self.ctx.grid.interior
-            return self.k_const, [whole_max(xp, e[I, J, ...]) for e in eddy]
+            return self.k_const, [] if floor_only else [whole_max(xp, e[I, J, ...]) for e in eddy]
         if self.k_restart is not None:
             return max(self.k_const, self.k_restart), []
         return self.k_const, []
@@ -121,10 +122,11 @@ class Model:
         from mpi4py import MPI
         return float(self.ctx.team.allreduce(self.k_max(), op=MPI.MAX))
 
-    def next_dt(self, cap: float = math.inf, probe=None) -> float:
+    def next_dt(self, cap: float = math.inf, probe=None, values=None) -> float:
         """The step to take now (at most ``cap``), after checking for a blow-up. Collective.
 
         ``probe``: an array holding every field's current values (see :func:`timestep.local_rates`).
+        ``values``: this rank's rates already reduced on the device (:func:`timestep.local_values`).
 
         Raises
         ------
@@ -133,7 +135,8 @@ class Model:
         """
         ctx, st = self.ctx, self.stepper
         with self.timers("dt"):
-            cr, dr, bad = st.rates(ctx, self._k_max_parts(), probe)   # (one transfer to the host)
+            k_parts = self._k_max_parts(floor_only=values is not None)
+            cr, dr, bad = st.rates(ctx, k_parts, probe, values=values)   # (one transfer to the host)
         used = cr * self.dt_last
         if bad or used > st.blowup_courant:
             raise BlowUp(locate_blowup(ctx, self.t, self.dt_last, st.blowup_courant, bad))
@@ -146,17 +149,16 @@ class Model:
         """Advance one RK3 step (at most ``cap``); returns the step taken. Collective."""
         ctx, fields = self.ctx, self.ctx.fields
         table = self._table if self._table is not None and self._table.matches(fields, ctx.tend) else None
-        if table is not None:
-            table.save_start()
-        else:
-            for n, a in fields.items():
-                self.start[n][...] = a
         probe = None if self._start_all is None else ctx.xp.reshape(self._start_all, (-1, PROBE_ROW))
-        dt = self.next_dt(cap, probe)
+        graph = self.graph is not None and self._eager_steps > 0      # (the first step warms up)
+        values = self._graph_prelude(table, probe) if graph else None
+        if values is None:
+            self._save_start(table)
+        dt = self.next_dt(cap, probe, values=values)
         t0 = self.t
         ctx.dt_full = dt
         dts = [RK3[stage] * dt for stage in range(3)]
-        if self.graph is not None and self._eager_steps > 0:
+        if graph and self.graph is not None:
             self._graph_step(t0, dt, dts, table)
         else:
             self._stages(t0, dt, dts, table)
@@ -167,6 +169,38 @@ class Model:
         self.nstep += 1
         self.k_restart = None
         return dt
+
+    def _save_start(self, table) -> None:
+        """The fields at the start of the step into :attr:`start`. Local."""
+        if table is not None:
+            table.save_start()
+        else:
+            for n, a in self.ctx.fields.items():
+                self.start[n][...] = a
+
+    def _graph_prelude(self, table, probe):
+        """The start-of-step copy and the time step's reductions as the prelude graph: the device
+        vector of :func:`timestep.local_values`, or None after a failed capture (then nothing was
+        done and the model steps without graphs). Local."""
+        ctx, g = self.ctx, self.graph
+        key = (*ctx.fields.values(), *self.start.values(), table, self._start_all,
+               *(ctx.diag.get(n) for n in ("ekm", "ekh")))
+
+        def body():
+            self._save_start(table)
+            return local_values(ctx, self._k_max_parts()[1], probe)
+        try:
+            with self.timers("dt"):
+                return g.prelude.run(key, body)
+        except Exception as exc:  # noqa: BLE001 - a failed capture: step without graphs from now on
+            if g.prelude.graph is not None:
+                raise
+            self._fall_back(exc)
+            return None
+
+    def _fall_back(self, exc: BaseException) -> None:
+        warn_fallback(exc)
+        self.graph, self.graphs_reason = None, f"the capture failed ({type(exc).__name__}: {exc})"
 
     def _stages(self, t0: float, dt: float, dts, table) -> None:
         """The three stages with stage steps ``dts`` (floats, or device scalars in a graph). Local,
@@ -203,8 +237,7 @@ class Model:
         except Exception as exc:  # noqa: BLE001 - a failed capture: step without graphs from now on
             if g.graph is not None:
                 raise
-            warn_fallback(exc)
-            self.graph, self.graphs_reason = None, f"the capture failed ({type(exc).__name__}: {exc})"
+            self._fall_back(exc)
             self._stages(t0, dt, dts, table)
             return
         ctx.rk_stage, ctx.dt, ctx.t = 2, dts[2], t0 + RK3_TIMES[2] * dt

@@ -21,7 +21,7 @@ from ..runtime.device import to_host
 from .ops import dynamics as ops
 from .ops.dynamics import whole_max  # noqa: F401  (the model takes it from here)
 
-__all__ = ["RK3", "RK3_TIMES", "TimeStepper", "BlowUp", "local_rates", "COURANT_LIMIT",
+__all__ = ["RK3", "RK3_TIMES", "TimeStepper", "BlowUp", "local_rates", "local_values", "COURANT_LIMIT",
            "DIFFUSION_LIMIT"]
 
 #: Substep coefficients and the substep start times (fractions of dt).
@@ -55,6 +55,15 @@ def local_rates(ctx, probe=None):
     else:
         total = sum(xp.sum(xp.sum(a[I, J, ...], axis=-1)) for a in f.values())
     return rate, total
+
+
+def local_values(ctx, k_parts, probe=None):
+    """:func:`local_rates` and the diffusivity maxima ``k_parts`` (device scalars) in one 1-D device
+    array ``[rate, sum, *k_parts]`` (what :meth:`TimeStepper.rates` brings to the host; its
+    ``values``): all device work, no transfer, so a CUDA graph can hold it. Local."""
+    xp = ctx.xp
+    rate, total = local_rates(ctx, probe)
+    return xp.stack([xp.reshape(v, ()) for v in (rate, total, *k_parts)])
 
 
 def host_floats(xp, values) -> list[float]:
@@ -92,16 +101,21 @@ class TimeStepper:
         """``K (1/dx^2 + 1/dy^2 + 1/dzmin^2)`` for the largest diffusivity ``k_max``. Local."""
         return k_max * (1.0 / grid.dx ** 2 + 1.0 / grid.dy ** 2 + 1.0 / float(np.min(grid.dzf)) ** 2)
 
-    def rates(self, ctx, k_max, probe=None) -> tuple[float, float, bool]:
+    def rates(self, ctx, k_max, probe=None, values=None) -> tuple[float, float, bool]:
         """``(courant rate, diffusion rate, any non-finite)`` over all ranks (``probe``: see
         :func:`local_rates`). Collective (one allreduce of three numbers).
 
         ``k_max``: this rank's largest diffusivity, a float, or ``(floor, device scalars)``: the
         largest of ``floor`` and the scalars (brought to the host with the rates, one transfer).
+        ``values``: the 1-D device array of :func:`local_values` made already (e.g. by a CUDA
+        graph): then only ``k_max``'s floor is used, and this rank's part is one copy to the host.
         """
-        rate, total = local_rates(ctx, probe)
         floor, parts = (k_max, ()) if isinstance(k_max, (int, float)) else (float(k_max[0]), tuple(k_max[1]))
-        rate, total, *ks = host_floats(ctx.xp, (rate, total, *parts))
+        if values is None:
+            rate, total = local_rates(ctx, probe)
+            rate, total, *ks = host_floats(ctx.xp, (rate, total, *parts))
+        else:
+            rate, total, *ks = (float(v) for v in to_host(values))
         k_max = max(floor, max(ks)) if ks else floor
         bad = not (math.isfinite(rate) and math.isfinite(total))
         buf = np.array([rate if math.isfinite(rate) else 0.0, self.diffusion_rate(ctx.grid, k_max),
