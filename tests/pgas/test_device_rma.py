@@ -22,12 +22,25 @@ def _window(a, path):
     return DeviceWindow(a, path=path)
 
 
+def _stand_in() -> bool:
+    import cupy
+    return cupy.__version__.endswith("fake")
+
+
+def _force_aware(monkeypatch):
+    """On the stand-in, force the CUDA-aware-MPI answer on (its arrays then expose their memory to
+    mpi4py through ``__cuda_array_interface__``); on a GPU, skip unless the MPI really is."""
+    if _stand_in():
+        monkeypatch.setenv("HPCSUITE_GPU_AWARE_MPI", "1")
+        gpu_aware_mpi.cache_clear()
+    elif not gpu_aware_mpi():
+        pytest.skip("the MPI is not CUDA-aware (device buffers would crash it)")
+
+
 @pytest.fixture
 def aware(monkeypatch):
-    """Force the CUDA-aware-MPI answer on for one test (the stand-in's arrays then expose their
-    memory to mpi4py through ``__cuda_array_interface__``); restored afterwards."""
-    monkeypatch.setenv("HPCSUITE_GPU_AWARE_MPI", "1")
-    gpu_aware_mpi.cache_clear()
+    """The device RMA path for one test (see ``_force_aware``); restored afterwards."""
+    _force_aware(monkeypatch)
     yield
     monkeypatch.undo()
     gpu_aware_mpi.cache_clear()
@@ -143,8 +156,7 @@ def test_gpu_device_window_fence_flush_and_mutex_order(team, monkeypatch, path):
     owner after flush (+ a barrier for the reader); increments under a Mutex are never lost."""
     import cupy
     if path == "mpi":
-        monkeypatch.setenv("HPCSUITE_GPU_AWARE_MPI", "1")
-        gpu_aware_mpi.cache_clear()
+        _force_aware(monkeypatch)
     try:
         n = team.size
         a = pgas.zeros(4 * n, dtype=np.int64, device="gpu")
@@ -209,7 +221,7 @@ def test_gpu_stand_in_ipc_rules():
     (``Memory``) allocations export, a handle names the whole allocation (interior pointers too),
     and a process cannot open its own handle."""
     import cupy
-    if not cupy.__version__.endswith("fake"):
+    if not _stand_in():
         pytest.skip("checks the CuPy stand-in (tests/fakegpu)")
     import cupy.cuda.memory as mem
     import cupy.cuda.runtime as rt
