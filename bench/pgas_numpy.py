@@ -11,8 +11,8 @@ Rows (an ``n x n/2`` float64 array ``x`` and ``y``, rows BLOCKED over the ranks;
   NumPy reference is the same chain on this rank's block (the goal: within 1.1x of it).
 * ``x.sum(axis=0)``, ``x.sum(axis=1)``, ``x.sum()``: reductions along each axis and over all.
 * ``x.T @ y``: a transpose (a Heat split change / our local transpose) and a matrix product
-  (here: local products and one Allreduce, as the inner dimension is split alike; Heat: its own
-  matmul).
+  (here: local products and one reduce-scatter of their row blocks, as the inner dimension is
+  split alike; Heat: its own matmul).
 * ``x + z`` with ``z`` split along columns (BLOCKED columns; Heat: split=1): one operand is
   redistributed first (Heat raises for operands of different splits, so its side is
   ``hx + ht.resplit(hz, 0)``, what a Heat user writes).
@@ -26,6 +26,11 @@ threads as NumPy's BLAS here (``common.THREADS``), set before Heat runs.
 
 Memory: the extra array-sized buffers a chain leaves at its peak, ours (windows made or kept in
 the pool, from ``pgas.memory``) vs NumPy's (``tracemalloc`` peak over the block).
+
+Kernel floors (printed last, with Heat's environment): the local kernels alone on one rank's
+block while every rank runs them (NumPy's ``add.reduce``, BLAS ``gemv`` with ones, torch's
+``sum``; NumPy's and torch's GEMM for ``x.T @ y``) at the same threads: a row cannot be faster
+than its kernel, so they say how much of "1.5x faster than Heat" the hardware allows.
 """
 import argparse
 import os
@@ -222,3 +227,28 @@ for a in (x, y, z):
 if args.cube:
     A3.free()
     B3.free()
+
+
+# ---------------------------------------------------------------------- kernel floors
+if ht is not None:
+    tx, ty = torch.from_numpy(xl), torch.from_numpy(yl)
+    o1, o0 = np.ones(xl.shape[1]), np.ones(xl.shape[0])
+    floors = [
+        ("sum along the rows (axis=1)", {"numpy add.reduce": lambda: xl.sum(axis=1), "BLAS gemv": lambda: xl @ o1,
+                                          "torch": lambda: tx.sum(1)}),
+        ("sum down the columns (axis=0)", {"numpy add.reduce": lambda: xl.sum(axis=0), "BLAS gemv": lambda: o0 @ xl,
+                                            "torch": lambda: tx.sum(0)}),
+        ("sum of all", {"numpy add.reduce": lambda: xl.sum(), "BLAS gemv": lambda: o0 @ (xl @ o1),
+                        "torch": lambda: tx.sum()}),
+        ("local product xl.T @ yl", {"numpy add.reduce": None, "BLAS gemv": lambda: xl.T @ yl,
+                                     "torch": lambda: tx.T @ ty}),
+    ]
+    kt = Table(f"Kernel floors on one rank's {xl.shape[0]} x {xl.shape[1]} block, every rank at once, "
+               f"{THREADS} thread(s) (median of {args.repeat}, interleaved; the product row: NumPy's BLAS "
+               f"GEMM in the gemv column)", ["kernel", "numpy ms", "BLAS ms", "torch ms", "torch / best of ours"])
+    for name, fs in floors:
+        t = race({k: f for k, f in fs.items() if f is not None})
+        ours_best = min(t.get("numpy add.reduce", float("inf")), t["BLAS gemv"])
+        kt.add(name, t["numpy add.reduce"] * 1e3 if "numpy add.reduce" in t else "-", t["BLAS gemv"] * 1e3,
+               t["torch"] * 1e3, t["torch"] / ours_best)
+    kt.show()

@@ -211,6 +211,7 @@ def test_blas_sums_match_numpy(team, monkeypatch, data_):
     random layouts, with infinities, NaNs and all-``-0.0`` rows, against NumPy."""
     from hpcsuite.pgas import reductions
     monkeypatch.setattr(reductions, "GEMV_MIN", 1)
+    monkeypatch.setattr(reductions, "_blas_threads", lambda: 1)     # (taken only at 1 BLAS thread)
     lay = data_.draw(layouts(team.size, ndim=data_.draw(st.integers(2, 3))))
     ref = data(lay[0], np.float64, data_.draw(st.integers(0, 99)))
     if ref.size and data_.draw(st.booleans()):
@@ -229,14 +230,16 @@ def test_blas_sums_match_numpy(team, monkeypatch, data_):
     a.free()
 
 
-def test_blas_sum_accuracy(team):
+def test_blas_sum_accuracy(team, monkeypatch):
     """The BLAS sum's error on a 600 x 600 block of random values (and of values around 1e8
     with small differences) measured against ``math.fsum``: the same order as NumPy's pairwise
     sum (both a few units of the last place of the row sum)."""
     import math
+    from hpcsuite.pgas import reductions
     from hpcsuite.pgas.reductions import _gemv_sum
     if team.size > 1:
         pytest.skip("a local kernel: checked at one rank")
+    monkeypatch.setattr(reductions, "_blas_threads", lambda: 1)
     rng = np.random.default_rng(7)
     for x in (rng.standard_normal((600, 600)), 1e8 + rng.standard_normal((600, 600))):
         for axis in (0, 1):
