@@ -112,6 +112,20 @@ def _rma_on_device_trusted() -> bool:
     return gpu_aware_mpi() and not MPI.Get_library_version().startswith("Open MPI")
 
 
+def _pretend_node_size() -> int:
+    """``$HPCSUITE_PGAS_DEVICE_NODE_SIZE``: for tests, treat each run of this many ranks of a
+    node as a node of its own (so IPC within, device RMA or staging between, on one machine);
+    0 or unset: the real nodes. Local."""
+    raw = os.environ.get("HPCSUITE_PGAS_DEVICE_NODE_SIZE", "0") or "0"
+    try:
+        n = int(raw)
+    except ValueError:
+        n = -1
+    if n < 0:
+        raise ValueError(f"$HPCSUITE_PGAS_DEVICE_NODE_SIZE must be a non-negative integer, got {raw!r}")
+    return n
+
+
 def _cuda(xp, name: str):
     """``xp.cuda.<name>`` as a module (``runtime``, ``memory``): CuPy's, or the stand-in's."""
     return importlib.import_module(f"{xp.__name__}.cuda.{name}")
@@ -180,6 +194,7 @@ class DeviceWindow:
         if not array.device.is_gpu:
             raise ValueError("DeviceWindow needs a DistArray with device='gpu', got one on the host")
         want = _requested(path)
+        split = _pretend_node_size()
         if want == "mpi" and not gpu_aware_mpi():
             raise ValueError("DeviceWindow path 'mpi' needs a CUDA-aware MPI "
                              "(hpcsuite.runtime.gpu_aware_mpi() is False; see $HPCSUITE_GPU_AWARE_MPI)")
@@ -195,6 +210,8 @@ class DeviceWindow:
         self._freed = False
         team, me = self.team, self.team.rank
         nc = node_comm(team)
+        if split:                                  # tests: nodes of `split` ranks on one machine
+            nc = nc.Split(nc.Get_rank() // split, nc.Get_rank())
         node_units = nc.allgather(me)
         on_one_node = team.comm.allreduce(len(node_units) == team.size, op=MPI.LAND)
         remote = "mpi" if want == "mpi" or (want in ("auto", "ipc") and _rma_on_device_trusted()) else "host"
@@ -223,13 +240,15 @@ class DeviceWindow:
             else:
                 routes[u] = remote
         self.routes = routes
-        if team.size == 1:
+        # the kinds of route any rank takes to another unit, agreed: "ipc", "ipc+mpi", ...
+        kinds = set().union(*team.comm.allgather({r for u, r in routes.items() if u != me}))
+        if not kinds:
             self.path = "host" if node == "host" else "local"
-        elif on_one_node or node == remote:
-            self.path = node
         else:
-            self.path = f"{node}+{remote}"
+            self.path = "+".join(k for k in ("ipc", "mpi", "host") if k in kinds)
         self._views[me] = None                     # the array's own block, read when used
+        if split:
+            nc.Free()
         if node == "mpi" or remote == "mpi" and not on_one_node:
             self._make_device_window()
         if node == "host":

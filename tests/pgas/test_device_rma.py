@@ -62,7 +62,7 @@ SELECTIONS = [(slice(None), slice(None)), (slice(1, None, 3), slice(None, None, 
               (slice(None, None, -2), 3), (5, slice(1, 6)), (4, 2), (Ellipsis, slice(2, 3))]
 
 
-def _run_paths(team, path, shape, dist, halo):
+def _run_paths(team, path, shape, dist, halo, expect=None):
     import cupy
     rng = np.random.default_rng(11)
     ref = rng.standard_normal(shape)
@@ -71,8 +71,8 @@ def _run_paths(team, path, shape, dist, halo):
         kw["halo"] = halo
     a = pgas.from_numpy(ref, **kw)
     w = _window(a, path)
-    assert w.path == _expected_path(path, team), (w.path, w.routes)
-    if path != "host":
+    assert w.path == (expect or _expected_path(path, team)), (w.path, w.routes)
+    if expect is None and path != "host":
         assert all(r == ("local" if u == team.rank else path) for u, r in w.routes.items()), w.routes
     # gets of every selection, from every rank (remote and local owners)
     for sel in SELECTIONS:
@@ -118,6 +118,16 @@ def test_gpu_device_window_get_put_match_numpy(team, path, shape, dist, halo):
 def test_gpu_device_window_cuda_aware_rma_matches_numpy(team, aware, shape, dist, halo):
     """Device RMA windows (a CUDA-aware MPI, forced): MPI_Get/Put on the device blocks."""
     _run_paths(team, "mpi", shape, dist, halo)
+
+
+@pytest.mark.mpi
+def test_gpu_device_window_ipc_on_the_node_rma_between_nodes(team, aware, monkeypatch):
+    """Pretend nodes of two ranks (one at 2 ranks): IPC within a node, device RMA between nodes,
+    both in one access."""
+    if team.size == 1:
+        pytest.skip("needs two pretend nodes")
+    monkeypatch.setenv("HPCSUITE_PGAS_DEVICE_NODE_SIZE", "2" if team.size > 2 else "1")
+    _run_paths(team, "auto", *LAYOUTS[0], expect="ipc+mpi" if team.size > 2 else "mpi")
 
 
 @pytest.mark.mpi
