@@ -196,14 +196,6 @@ else:  # pragma: no cover - without numba the portable path runs
     _jit = _pjit = kernels.numba.njit()
 
 
-@_jit
-def _row7(o, zz, zm, zp, m0, p0, n, c0, cx, cy, cz):  # pragma: no cover - compiled
-    # zz[k + 1] is the centre (a row view starting one cell early), the others start at the cell
-    for k in range(n):
-        o[k] = (c0 * zz[k + 1] + cx * (p0[k] + m0[k]) + cy * (zp[k] + zm[k])
-                + cz * (zz[k + 2] + zz[k]))
-
-
 #: unsigned indices: numba wraps negative *signed* indices around at every access, which keeps
 #: the inner loop from vectorising when the offsets are runtime values; every index below is a
 #: valid (non-negative) position, so unsigned ones change nothing but the code
@@ -215,8 +207,8 @@ def _plane7(d, dp, dj, dk, a, ap, aj, ak, b, bp, bj, bk, c, cp, cj, ck,
             j0, j1, k0, k1, c0, cx, cy, cz):  # pragma: no cover - compiled
     # plane dp of d (offsets dj, dk added to global j, k) from planes i-1 (a), i (b), i+1 (c).
     # Indexed directly (a row view per operand cost more than the row's arithmetic: 1.03 against
-    # 0.80 ns per cell in cache, 96^3, 1 thread); the expression and its order are _row7's, so
-    # the result is bit-identical to the single sweep.
+    # 0.80 ns per cell in cache, 96^3, 1 thread); the expression and its order are the single
+    # sweep's (kernels._nb_stencil7), so the result is bit-identical to it.
     n = k1 - k0
     if n <= 0:
         return
