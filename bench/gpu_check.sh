@@ -3,7 +3,9 @@
 # any CUDA node with CuPy), from the repository root. In order of value, each step cut to the time
 # left before the deadline ($GPU_CHECK_SECONDS, default 420 s), it
 #   1. makes the suite importable (carried wheels in .whl/, made here by bench/gpu_wheels.sh),
-#   2. times the LES step on the GPU (reference BOMEX grid and 512 x 512 x 128, with part shares),
+#   2. times the LES step on the GPU (reference BOMEX grid and 512 x 512 x 128, both schemes), with
+#      its stages as CUDA graphs and without, in turns in one process, fields checked bit-identical
+#      (bench/les_graphs.py); then without graphs with part shares (bench/les_step.py),
 #   3. runs the GPU tests (device, CuPy arrays, kernels, sparse SpMM + LOBPCG, stencil, LES), 1 rank,
 #   4. times the LES on one MPI rank per CPU core: the "one full CPU node" the GPU is compared with,
 #   5. runs bench/gpu_bench.py (stencil, solver, SpMM, LOBPCG: GPU against all CPU cores),
@@ -85,12 +87,19 @@ if wanted profile; then     # not in the default list: where the GPU time goes (
 fi
 
 if wanted les; then
-  step "LES step on the GPU (one process), reference and large grid, both schemes"
-  run 90 "$py" bench/les_step.py --device gpu --shape "${small[@]}" --steps "$steps"
-  run 120 "$py" bench/les_step.py --device gpu --shape "${large[@]}" --steps 3
+  step "LES step on the GPU (one process), reference and large grid, both schemes: CUDA graphs on and off"
+  # the stages as CUDA graphs (les/graphs.py) against a launch per kernel, the two models in turns
+  # in one process; "identical" must say yes (the same fields bit for bit after the same steps)
+  if [ "$quick" = 1 ]; then gsteps=(--steps 2 --repeats 2); else gsteps=(--steps 10 --repeats 3); fi
+  run 60 "$py" bench/les_graphs.py --shape "${small[@]}" "${gsteps[@]}"
+  run 90 "$py" bench/les_graphs.py --shape "${large[@]}" --steps 3 --repeats 2
+  step "LES step on the GPU without graphs, with part shares"
+  # (part timers synchronise the device at every part: a launch per kernel, HPCSUITE_LES_GRAPHS=0)
+  run 90 env HPCSUITE_LES_GRAPHS=0 "$py" bench/les_step.py --device gpu --shape "${small[@]}" --steps "$steps"
+  run 120 env HPCSUITE_LES_GRAPHS=0 "$py" bench/les_step.py --device gpu --shape "${large[@]}" --steps 3
   # what the CUDA kernels (les/gpukernels.py, les/gpusubgrid.py) gain over the array-API source
-  run 60 "$py" bench/les_step.py --device gpu --shape "${large[@]}" --steps 3 --schemes 2nd --no-fused
-  run 40 "$py" bench/les_step.py --device gpu --shape "${small[@]}" --steps 5 --schemes 2nd --no-fused
+  run 60 env HPCSUITE_LES_GRAPHS=0 "$py" bench/les_step.py --device gpu --shape "${large[@]}" --steps 3 --schemes 2nd --no-fused
+  run 40 env HPCSUITE_LES_GRAPHS=0 "$py" bench/les_step.py --device gpu --shape "${small[@]}" --steps 5 --schemes 2nd --no-fused
 fi
 
 gpu_tests=(tests/runtime/test_device_timers_log.py tests/runtime/test_index_copy_gpu.py tests/pgas/test_gpu.py

@@ -47,12 +47,16 @@ def _run(scheme, graph, steps=4, graph_class=None):
 
 
 @needs_gpu
-@pytest.mark.parametrize("scheme", ["2nd", "5th"])
-def test_gpu_step_in_a_graph_is_bit_identical(scheme):
+@pytest.mark.parametrize("scheme, backend", [("2nd", None), ("5th", None), ("2nd", "reference")])
+def test_gpu_step_in_a_graph_is_bit_identical(scheme, backend):
     """Four steps with the stages as one graph give the fields of four steps without, bit for bit
-    (the same kernels on the same data: only how they are launched differs)."""
-    ref, dts_ref, none = _run(scheme, False)
-    got, dts, captures = _run(scheme, True)
+    (the same kernels on the same data: only how they are launched differs); also with the
+    array-API source of every operator (``reference``: the stage steps as 0-d device arrays in
+    CuPy expressions instead of kernel arguments)."""
+    from hpcsuite.les import ops
+    with ops.using(backend):
+        ref, dts_ref, none = _run(scheme, False)
+        got, dts, captures = _run(scheme, True)
     assert none == 0 and captures == 1              # captured once, replayed twice
     assert dts == dts_ref
     for n in ref:
