@@ -262,8 +262,8 @@ def _nb_stencil7(u, out, c0, cx, cy, cz, i0, i1, j0, j1, k0, k1):  # pragma: no 
 
 @numba.njit(fastmath=False, cache=True, inline="always")
 def stencil27_row(o, mm, m0, mp, zm, zz, zp, pm, p0, pp, n, w0, wf, we, wc):  # pragma: no cover - compiled
-    """One row of the 27-point update (numba; also used by :mod:`.temporal`, so the single sweep
-    and the blocked kernel round alike). The nine rows ``ab = u[i + a, j + b, k0 - 1:k1 + 1]``
+    """One row of the 27-point update (numba; :mod:`.temporal`'s blocked plane indexes its buffers
+    directly but sums in this order, so the single sweep and the blocked kernel round alike). The nine rows ``ab = u[i + a, j + b, k0 - 1:k1 + 1]``
     (m = -1, z = 0, p = +1) start one cell early: offset c along k is index k + 1 + c; the sums
     follow STENCIL27_OFFSETS (same rounding as the portable path). Local."""
     for k in range(n):
