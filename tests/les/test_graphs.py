@@ -200,7 +200,9 @@ def test_stand_in_capture_records_without_doing_and_replays():
 @stand_in
 def test_stand_in_capture_refuses_what_cuda_refuses():
     """Host copies and synchronisation during a capture raise (and invalidate it), with nothing of
-    the capture done; the default stream cannot capture; work on another stream is refused."""
+    the capture done; library calls CuPy does not capture (cuBLAS, cuSOLVER, cuRAND) and results
+    whose size depends on the data raise as in CuPy; the default stream cannot capture; work on
+    another stream is refused."""
     x = cupy.ones(3)
     s = cupy.cuda.Stream(non_blocking=True)
     for forbidden in (lambda: float(x.sum()), lambda: x.get(), lambda: cupy.asarray(np.ones(2)),
@@ -214,6 +216,15 @@ def test_stand_in_capture_refuses_what_cuda_refuses():
             with pytest.raises(fake.CaptureError, match="cudaErrorStreamCaptureInvalidated"):
                 s.end_capture()
         assert fake.capture is None and np.array_equal(x.get(), np.ones(3))
+    m = cupy.ones((3, 3))
+    for library, refused in (("cuBLAS", lambda: m @ m), ("cuBLAS", lambda: cupy.dot(m, m)),
+                             ("cuSOLVER", lambda: cupy.linalg.svd(m)), ("cuRAND", lambda: cupy.random.random(3)),
+                             ("is capturing", lambda: cupy.nonzero(x)), ("is capturing", lambda: x[x > 0])):
+        with s:
+            s.begin_capture()
+            with pytest.raises((NotImplementedError, RuntimeError), match=library):
+                refused()                              # (as CuPy: the capture itself stays valid)
+            s.end_capture()
     with pytest.raises(RuntimeError, match="default"):
         cupy.cuda.Stream.null.begin_capture()
     with s:

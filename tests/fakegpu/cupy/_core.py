@@ -173,6 +173,27 @@ class Capture:
         return self.replay
 
 
+# what CuPy refuses during a capture: library calls it does not capture, and results whose size
+# depends on the data (CuPy synchronises to learn it)
+_LIBRARY = {"matmul": "cuBLAS", "dot": "cuBLAS", "vdot": "cuBLAS", "inner": "cuBLAS",
+            "tensordot": "cuBLAS", "einsum": "cuBLAS"}
+_DATA_SIZED = {"nonzero", "argwhere", "flatnonzero", "unique", "extract", "compress"}
+
+
+def _refuse_in_capture(name: str, fn=None, args=()) -> None:
+    if capture is None:
+        return
+    module = getattr(fn, "__module__", None) or ""
+    library = _LIBRARY.get(name) or ("cuSOLVER" if module.startswith("numpy.linalg") else
+                                     "cuRAND" if module.startswith("numpy.random") else None)
+    if library is not None:
+        raise NotImplementedError(f"calling {library} API during stream capture is currently unsupported "
+                                  f"({name})")
+    if name in _DATA_SIZED or (name == "where" and len(args) == 1):
+        raise RuntimeError(f"{name}: the output size depends on the data; the current stream is capturing "
+                           "(a synchronisation would be needed)")
+
+
 def _execute(fn, args, kwargs, also=(), record: bool = True):
     """``fn(*args, **kwargs)``, or, during a capture, recorded (see :class:`Capture`)."""
     if capture is None:
@@ -204,6 +225,7 @@ class ndarray(NDArrayOperatorsMixin):
         if "out" in kwargs:
             kwargs["out"] = tuple(_strict(o) for o in kwargs["out"])
         _launched(f"ufunc:{ufunc.__name__}" + ("" if method == "__call__" else f".{method}"))
+        _refuse_in_capture(ufunc.__name__)
         return wrap(_execute(getattr(ufunc, method), inputs, kwargs))
 
     def __array_function__(self, func, types, args, kwargs):
@@ -213,6 +235,9 @@ class ndarray(NDArrayOperatorsMixin):
     # ---------------------------------------------------------------- Python protocol
     def __getitem__(self, key):
         key = _index(key)
+        if capture is not None and any(isinstance(k, np.ndarray) and k.dtype == bool
+                                       for k in (key if isinstance(key, tuple) else (key,))):
+            _refuse_in_capture("nonzero")           # a boolean mask: the size depends on the data
         out = self._a[key]
         if isinstance(out, np.ndarray) and not np.may_share_memory(out, self._a):
             _launched("take")                      # advanced indexing copies (a kernel)
@@ -342,6 +367,7 @@ def _method(fn, name: str | None = None):
     def call(*args, **kwargs):
         if name not in _NO_LAUNCH:
             _launched(name)
+        _refuse_in_capture(name, fn, args)
         args = tuple(_strict(a) for a in args)
         kwargs = {k: _strict(v) for k, v in kwargs.items()}
         return wrap(_execute(fn, args, kwargs, also=(getattr(fn, "__self__", None),),
@@ -416,6 +442,7 @@ def _forward(fn, name: str):
     def call(*args, **kwargs):
         if name not in _NO_LAUNCH:
             _launched(name)
+        _refuse_in_capture(name, fn, args)
         args = tuple(_strict(a) for a in args)
         kwargs = {k: _strict(v) for k, v in kwargs.items()}
         return wrap(_execute(fn, args, kwargs, record=name not in _NOT_RECORDED))
@@ -444,6 +471,7 @@ class _Ufunc:
 
     def __call__(self, *args, **kwargs):
         _launched(f"ufunc:{self.__name__}")
+        _refuse_in_capture(self.__name__)
         args = tuple(_strict(a) for a in args)
         if "out" in kwargs:
             out = kwargs["out"]
