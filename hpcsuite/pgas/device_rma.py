@@ -4,7 +4,7 @@ across nodes, host staging as the fallback.
 A :class:`DeviceWindow` over a ``DistArray(device="gpu")`` reads and writes any unit's *device*
 block from any rank, one-sided, with device arrays in and out (the array's own ``a[idx]`` reads the
 host mirror between ``update_host`` / ``update_device``). The path to each unit is chosen once, when
-the window is made (collective), and reported in :attr:`DeviceWindow.path`:
+the window is made (collective), and reported in ``DeviceWindow.path``:
 
 ``"ipc"``
     units on this node: each rank exports its device block once with a CUDA IPC handle
