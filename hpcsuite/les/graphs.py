@@ -10,7 +10,7 @@ without running it, and launches the graphs; later steps only launch them.
 
 What a capture cannot hold stays between the graphs: the device-to-host copy and the host's
 choice of ``dt``. What changes from step to step inside the stages is read from device memory: the stage steps
-``dt/3, dt/2, dt`` are 0-d device arrays (:attr:`StepGraph.stage_dts`) that the kernels read
+``dt/3, dt/2, dt`` are 0-d device arrays (``StepGraph.stage_dts``) that the kernels read
 (``les_rk_update_many_at``, ``les_projection_rhs_at``; the array-API source reads them the same
 way), rewritten before each launch. A captured kernel keeps the scalars it was given by value, so a
 term that passes a per-step host number to a kernel would replay a stale one: the terms read only
@@ -166,9 +166,9 @@ class Captured:
 class StepGraph:
     """A step's two graphs and the device scalars they read. Local.
 
-    :attr:`prelude` holds the work before the choice of ``dt`` (the start-of-step copy and the
-    time step's reductions, ending in the small vector brought to the host), :attr:`stages` the
-    three stages, which read their steps from :attr:`stage_dts`.
+    ``prelude`` holds the work before the choice of ``dt`` (the start-of-step copy and the
+    time step's reductions, ending in the small vector brought to the host), ``stages`` the
+    three stages, which read their steps from ``stage_dts``.
     """
 
     def __init__(self, xp, stages: int = 3):
@@ -191,8 +191,8 @@ class StepGraph:
         return self.stages.graph
 
     def run(self, key: tuple, dts, body):
-        """Copy the stage steps ``dts`` (floats) to :attr:`stage_dts`, then run the stages (see
-        :meth:`Captured.run`; ``body`` must read the stage steps from :attr:`stage_dts`)."""
+        """Copy the stage steps ``dts`` (floats) to ``stage_dts``, then run the stages (see
+        :meth:`Captured.run`; ``body`` must read the stage steps from ``stage_dts``)."""
         self._dts.set(np.asarray(dts, dtype=np.float64))
         return self.stages.run(key, body)
 

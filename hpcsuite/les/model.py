@@ -57,9 +57,9 @@ class Model:
     floors : dict, optional
         ``{name: minimum}`` applied after every substep (DALES keeps ``e12 >= e12min`` so).
     graphs : bool, str or None, optional
-        Run the stages of a step as one CUDA graph (:mod:`les.graphs`): True / ``"on"`` wherever
+        Run the stages of a step as one CUDA graph (:mod:`graphs`): True / ``"on"`` wherever
         they apply (one rank on a CuPy device), False / ``"off"``, ``"auto"``; None (default):
-        ``$HPCSUITE_LES_GRAPHS``, else automatic. :attr:`graphs_reason` says what was chosen and why.
+        ``$HPCSUITE_LES_GRAPHS``, else automatic. ``graphs_reason`` says what was chosen and why.
     """
 
     def __init__(self, store, ctx, terms, stepper: TimeStepper, k_const: float = 0.0, timers=None,
@@ -221,7 +221,7 @@ class Model:
             self.update_halos()
 
     def _graph_step(self, t0: float, dt: float, dts, table) -> None:
-        """The stages as the graph (captured on the first call): see :mod:`les.graphs`. Local."""
+        """The stages as the graph (captured on the first call): see :mod:`graphs`. Local."""
         ctx, g = self.ctx, self.graph
         key = (*ctx.fields.values(), *ctx.tend.values(), *self.start.values(), *self.terms, table)
 
