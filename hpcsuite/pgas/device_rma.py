@@ -203,7 +203,7 @@ class DeviceWindow:
         self._mpitype = array.mpitype
         self._halo = array.halo_width if any(array.halo_width) else None
         self._plans: "collections.OrderedDict" = collections.OrderedDict()
-        self._opened: dict[int, int] = {}          # unit -> opened base pointer (IPC)
+        self._opened: dict[int, bytes] = {}        # unit -> the IPC handle opened for it
         self._views: dict[int, object] = {}        # unit -> device array over its padded block
         self._win = None
         self._snapshot = None                      # host path: the block as of the last fence
@@ -297,12 +297,12 @@ class DeviceWindow:
                 self._views[unit] = xp.empty(shape, dtype=array.dtype)
                 continue
             try:
-                base = rt.ipcOpenMemHandle(h)
+                base = _open_handle(rt, h)
             except Exception as exc:  # noqa: BLE001 - no peer access between these GPUs
                 _log.warning("DeviceWindow: cannot open unit %d's CUDA IPC handle (%s: %s)", unit,
                              type(exc).__name__, exc)
                 return False
-            self._opened[unit] = base
+            self._opened[unit] = h
             nbytes = int(np.prod(shape, dtype=np.int64)) * array.dtype.itemsize
             # the current device's memory to CuPy: the opened pointer is valid here (UVA, peer
             # access enabled lazily by cudaIpcOpenMemHandle)
@@ -314,12 +314,12 @@ class DeviceWindow:
         if not self._opened:
             return
         rt = _cuda(self.xp, "runtime")
-        for unit, base in self._opened.items():
+        for unit in self._opened:
             self._views.pop(unit, None)
         self.xp.cuda.runtime.deviceSynchronize()
         opened, self._opened = self._opened, {}
-        for base in opened.values():
-            rt.ipcCloseMemHandle(base)
+        for h in opened.values():
+            _close_handle(rt, h)
 
     def _make_device_window(self) -> None:
         """An MPI window over the device block (CUDA-aware MPI). Collective."""
@@ -588,6 +588,28 @@ class DeviceWindow:
 # entry goes with the array object. (Not a WeakKeyDictionary: it compares keys with ==, which is
 # elementwise and collective on DistArrays.)
 _EXPORTED: dict = {}
+
+
+# CUDA IPC handles opened in this process: handle -> [base pointer, number of windows using it].
+# A handle is opened once per process and closed with its last window (CUDA does not promise that
+# opening the same handle twice in one context works).
+_OPEN_HANDLES: dict = {}
+
+
+def _open_handle(rt, h: bytes) -> int:
+    entry = _OPEN_HANDLES.get(h)
+    if entry is None:
+        entry = _OPEN_HANDLES[h] = [rt.ipcOpenMemHandle(h), 0]
+    entry[1] += 1
+    return entry[0]
+
+
+def _close_handle(rt, h: bytes) -> None:
+    entry = _OPEN_HANDLES[h]
+    entry[1] -= 1
+    if entry[1] == 0:
+        del _OPEN_HANDLES[h]
+        rt.ipcCloseMemHandle(entry[0])
 
 
 def _changed(new: np.ndarray, old: np.ndarray) -> np.ndarray:

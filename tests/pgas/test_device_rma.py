@@ -138,6 +138,12 @@ def test_gpu_device_window_path_choice_env_and_errors(team, monkeypatch):
     # one node in these runs: IPC when there are peers (or staging when the MPI is not CUDA-aware
     # and IPC failed, which the stand-in never does)
     assert w.path == ("local" if team.size == 1 else "ipc")
+    w2 = device_rma.DeviceWindow(a)                     # a second window over the same block
+    w2.put(((team.rank + 1) % team.size * 4, 0), 5.0 + team.rank)
+    w.fence()
+    assert float(w.get((team.rank * 4, 0))) == 5.0 + (team.rank - 1) % team.size
+    w2.free()
+    assert float(w.get((team.rank * 4, 0))) == 5.0 + (team.rank - 1) % team.size   # w still open
     w.free()
     monkeypatch.setenv(device_rma.ENV, "host")
     with device_rma.DeviceWindow(a) as w:

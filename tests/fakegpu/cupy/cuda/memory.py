@@ -6,8 +6,9 @@ this process, so :func:`cupy.cuda.runtime.ipcGetMemHandle` can name it and
 :func:`~cupy.cuda.runtime.ipcOpenMemHandle` can map the same bytes into another process (another
 MPI rank): the ranks then alias the same memory, as CUDA IPC makes them alias the same device
 memory, and a missing synchronisation or a wrong offset shows up as wrong data. The file is removed
-when its ``Memory`` is collected (and at exit); a mapping opened in a peer stays valid until closed,
-as on CUDA.
+when its ``Memory`` is collected (and at exit; files of processes that died without exiting, e.g.
+by an MPI abort, are removed at the next import); a mapping opened in a peer stays valid until
+closed, as on CUDA.
 
 ``MemoryPointer(mem, offset)`` and ``UnownedMemory(ptr, size, owner)`` as in CuPy. Importing this
 module also lets the stand-in's ``cupy.ndarray`` be made over such memory, as CuPy's is:
@@ -192,3 +193,28 @@ _install_ndarray_over_memory()
 def _remove_files() -> None:
     for name in list(_created):
         _unlink(name)
+
+
+def _remove_orphans() -> None:
+    """Remove the files of stand-in processes that are gone without their exit handlers (an MPI
+    abort kills the ranks): names carry the creating process's id."""
+    try:
+        names = os.listdir(_SHM_DIR)
+    except OSError:
+        return
+    for name in names:
+        if not name.startswith("hpcsuite-fakegpu-"):
+            continue
+        try:
+            pid = int(name.split("-")[2])
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            try:
+                os.unlink(os.path.join(_SHM_DIR, name))
+            except OSError:
+                pass
+        except (ValueError, IndexError, PermissionError):
+            pass
+
+
+_remove_orphans()
