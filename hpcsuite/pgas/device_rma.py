@@ -76,7 +76,7 @@ from .access import normalize, plan, storage_offsets, target_datatype
 from .array import DistArray
 from .memory import node_comm
 
-__all__ = ["DeviceWindow", "copy", "PATHS", "ENV", "live_windows"]
+__all__ = ["DeviceWindow", "copy", "pull_copy", "PATHS", "ENV", "live_windows"]
 
 #: the values of ``path=`` / ``$HPCSUITE_PGAS_DEVICE_PATH``
 PATHS = ("auto", "ipc", "mpi", "host")
@@ -692,43 +692,72 @@ def _as_slice(indices: np.ndarray) -> slice | None:
     return None
 
 
-def copy(src: DistArray, dst: DistArray, window: DeviceWindow | None = None) -> str:
-    """Copy every element of GPU array ``src`` into GPU array ``dst`` (same global shape, any two
-    untiled patterns whose owned indices are one progression per dimension: BLOCKED, CYCLIC, NONE)
-    through a :class:`DeviceWindow` on ``src``: each rank pulls its own block of ``dst`` with one
-    one-sided device get. Collective.
-
-    Other layouts go through :func:`hpcsuite.pgas.copy` (an ``Alltoallw``, on the devices with a
-    CUDA-aware MPI). ``window`` reuses an open window over ``src`` (else one is made and freed).
-    Returns the path taken (the window's, ``"same-layout"`` or ``"alltoallw"``), the same on every
-    rank.
-    """
-    from .redistribute import copy as redistribute_copy
+def _check_pair(src, dst, window) -> None:
     for name, a in (("src", src), ("dst", dst)):
         if not isinstance(a, DistArray) or not a.device.is_gpu:
             raise ValueError(f"copy: {name} must be a DistArray with device='gpu'")
+        a.check_alive()
     if src.shape != dst.shape:
         raise ValueError(f"copy: shapes differ: source {src.shape}, destination {dst.shape}")
+    if src.team.comm.Compare(dst.team.comm) not in (MPI.IDENT, MPI.CONGRUENT):
+        raise ValueError("copy: source and destination must live on the same team")
     if window is not None and window.array is not src:
         raise ValueError("copy: window must be a DeviceWindow over src")
-    if src.pattern == dst.pattern and src.pattern.tiled == dst.pattern.tiled:
-        redistribute_copy(src, dst)
-        return "same-layout"
+
+
+def pull_copy(src: DistArray, dst: DistArray, window: DeviceWindow | None = None) -> str | None:
+    """Copy ``src`` into ``dst`` (GPU arrays, same global shape) by one-sided device gets, when
+    that applies: each rank pulls its own block of ``dst`` from ``src``'s device blocks through a
+    :class:`DeviceWindow` (CUDA IPC on the node, device RMA across nodes). Collective.
+
+    Applies when ``dst``'s owned indices are one progression per dimension (BLOCKED, CYCLIC, NONE;
+    any ``src`` pattern, tiles too) and, without ``window``, when the whole team is on one node or
+    the MPI takes device buffers (else a window would only stage through the host). Returns the
+    window's path, or ``None`` (on every rank, nothing copied) when it does not apply: then
+    :func:`hpcsuite.pgas.copy` is the way (an ``Alltoallw``). ``window`` reuses an open window over
+    ``src``.
+    """
+    _check_pair(src, dst, window)
     sl = None if dst.pattern.tiled else [_as_slice(np.asarray(i)) for i in dst.local_indices]
-    if sl is None or src.pattern.tiled or not dst.team.comm.allreduce(all(s is not None for s in sl), op=MPI.LAND):
-        redistribute_copy(src, dst)
-        return "alltoallw"
+    fits = sl is not None and all(s is not None for s in sl)
+    if window is None:
+        fits = fits and (_requested(None) != "host") and (
+            node_comm(src.team).Get_size() == src.team.size or gpu_aware_mpi())
+    if not src.team.comm.allreduce(fits, op=MPI.LAND):
+        return None
     w = window if window is not None else DeviceWindow(src)
     try:
         w.fence()                                   # every rank's source writes are visible
-        block = w.get(tuple(sl)) if dst.local.size else None
-        if block is not None:
+        if dst.local.size:
+            block = w.get(tuple(sl))
             dst.local[...] = block if block.dtype == dst.dtype else block.astype(dst.dtype)
         w.fence()                                   # nobody changes a source still being read
         return w.path
     finally:
         if window is None:
             w.free()
+
+
+def copy(src: DistArray, dst: DistArray, window: DeviceWindow | None = None) -> str:
+    """Copy every element of GPU array ``src`` into GPU array ``dst`` (same global shape, any two
+    patterns). Collective.
+
+    The same layout: a device copy of the local blocks; else :func:`pull_copy` where it applies
+    (each rank pulls its destination block one-sidedly from the source's device blocks); else
+    :func:`hpcsuite.pgas.copy` (an ``Alltoallw``, on the devices with a CUDA-aware MPI). Returns
+    what was taken: ``"same-layout"``, the window's path (``"ipc"``, ``"mpi"``, ...) or
+    ``"alltoallw"``, the same on every rank.
+    """
+    from .redistribute import copy as redistribute_copy
+    _check_pair(src, dst, window)
+    if src.pattern == dst.pattern and src.pattern.tiled == dst.pattern.tiled:
+        redistribute_copy(src, dst)
+        return "same-layout"
+    taken = pull_copy(src, dst, window)
+    if taken is None:
+        redistribute_copy(src, dst)
+        return "alltoallw"
+    return taken
 
 
 @atexit.register

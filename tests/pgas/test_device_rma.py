@@ -221,8 +221,14 @@ def test_gpu_device_copy_between_layouts(team, path, monkeypatch):
     src = pgas.from_numpy(ref, dist=(pgas.BLOCKED, pgas.NONE), root=None, halo=(1, 0), device="gpu")
     dst = pgas.zeros((16, 4), dist=(pgas.CYCLIC, pgas.NONE), device="gpu")
     taken = device_rma.copy(src, dst)
-    assert taken == ("same-layout" if team.size == 1 else path)     # (one unit: the same layout)
+    # (one unit: the same layout; host staging is never chosen for a pull: the Alltoallw instead)
+    assert taken == ("same-layout" if team.size == 1 else "alltoallw" if path == "host" else path)
     np.testing.assert_array_equal(dst.to_numpy(), ref)
+    back = pgas.zeros((16, 4), dist=(pgas.BLOCKED, pgas.NONE), device="gpu")
+    with device_rma.DeviceWindow(dst) as w:                 # a window kept open, reused
+        assert device_rma.pull_copy(dst, back, window=w) == _expected_path(path, team)
+    np.testing.assert_array_equal(back.to_numpy(), ref)
+    back.free()
     tiled = pgas.zeros((16, 4), dist=(pgas.TILE(2), pgas.TILE(2)), device="gpu")
     assert device_rma.copy(dst, tiled) == "alltoallw"
     np.testing.assert_array_equal(tiled.to_numpy(), ref)
