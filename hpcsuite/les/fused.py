@@ -734,3 +734,23 @@ def subtract_gradient(tu, tv, tw, p, h: int, nxl: int, nyl: int, dx: float, dy: 
     """Subtract ``grad p`` from the momentum tendencies on the interior (``w``: inner levels), as
     ``pressure.PressureProjection`` does, in one pass. Local."""
     _subtract_gradient(tu, tv, tw, p, int(h), int(nxl), int(nyl), float(dx), float(dy), rdzh)
+
+
+@numba.njit(parallel=True, fastmath=False, cache=True)
+def _sponge(s, t, h, nxl, nyl, rate, target):  # pragma: no cover - compiled
+    m = rate.shape[0]
+    k0 = s.shape[2] - m
+    for a in numba.prange(nxl):
+        i = h + a
+        for j in range(h, h + nyl):
+            for q in range(m):
+                t[i, j, k0 + q] -= rate[q] * (s[i, j, k0 + q] - target[q])
+
+
+def sponge(s, t, h: int, nxl: int, nyl: int, rate, target) -> None:
+    """Subtract the sponge layer's ``rate (s - target)`` from the tendency ``t`` of the field ``s`` on
+    the top ``len(rate)`` levels of the interior in one pass (``ops.sponge``). Local."""
+    _sponge(s, t, int(h), int(nxl), int(nyl), rate, target)
+
+
+__all__ += ["sponge"]

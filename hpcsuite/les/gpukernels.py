@@ -489,6 +489,19 @@ extern "C" __global__ void les_subtract_gradient(double* __restrict__ tu, double
     tv[q] -= (p[q] - p[B3(i, j - 1, k, ny, nz)]) / dy;
     if (k > 0) tw[B3(i, j, k, ny, nz + 1)] -= (p[q] - p[q - 1]) * rdzh[k];
 }
+
+// fused.sponge: t -= rate (s - target) on the interior of the top m levels (thread k: level nz - m + k)
+extern "C" __global__ void les_sponge(const double* __restrict__ s, double* __restrict__ t, const int h,
+        const int nxl, const int nyl, const double* __restrict__ rate, const double* __restrict__ target,
+        const int m, const int ny, const int nz)
+{
+    const int q = blockIdx.x * blockDim.x + threadIdx.x;
+    const int j = h + (int)(blockIdx.y * blockDim.y + threadIdx.y);
+    const int i = h + (int)(blockIdx.z * blockDim.z + threadIdx.z);
+    if (i >= h + nxl || j >= h + nyl || q >= m) return;
+    const long long p = B3(i, j, nz - m + q, ny, nz);
+    t[p] -= rate[q] * (s[p] - target[q]);
+}
 """
 
 
@@ -772,3 +785,13 @@ def subtract_gradient(tu, tv, tw, p, h: int, nxl: int, nyl: int, dx: float, dy: 
     _launch3("les_subtract_gradient", nxl, nyl, nz, (tu, tv, tw, p, np.int32(h), np.int32(nxl), np.int32(nyl),
                                                      np.float64(dx), np.float64(dy), rdzh, np.int32(ny),
                                                      np.int32(nz)))
+
+
+def sponge(s, t, h: int, nxl: int, nyl: int, rate, target) -> None:
+    """:func:`fused.sponge` on the GPU (``rate``, ``target``: device profiles of the top levels)."""
+    ny, nz, m = int(s.shape[1]), int(s.shape[2]), int(rate.shape[0])
+    _launch3("les_sponge", nxl, nyl, m, (s, t, np.int32(h), np.int32(nxl), np.int32(nyl), rate, target,
+                                         np.int32(m), np.int32(ny), np.int32(nz)))
+
+
+__all__ += ["sponge"]

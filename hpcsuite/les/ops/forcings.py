@@ -1,6 +1,6 @@
 """Large-scale forcing operators: Coriolis (``coriolis``), first-order upwind subsidence of one or
-several scalars (``subsidence``, ``subsidence_many``) and prescribed profile tendencies
-(``add_profiles_many``).
+several scalars (``subsidence``, ``subsidence_many``), prescribed profile tendencies
+(``add_profiles_many``) and the sponge layer's relaxation towards a profile (``sponge``).
 
 The reference is the array-API source below; ``les.fused`` (numba) and ``les.gpukernels`` (CUDA)
 are registered for it, bit-identical. All functions here are local.
@@ -15,7 +15,7 @@ from ..state import add_at
 from .common import cuda_arrays, numba_arrays, random
 from .registry import Operator
 
-__all__ = ["coriolis", "subsidence", "subsidence_many", "add_profiles_many"]
+__all__ = ["coriolis", "subsidence", "subsidence_many", "add_profiles_many", "sponge"]
 
 
 def _interior(h, nxl, nyl):
@@ -153,3 +153,39 @@ add_profiles_many.register("cuda", lambda *a: gpukernels.add_profiles_many(*a), 
 
 def _raise(message: str):
     raise ValueError(message)
+
+
+# ---------------------------------------------------------------------------------------------
+# sponge(s, t, h, nxl, nyl, rate, target): t -= rate (s - target) on the top len(rate) levels
+def _sponge_reference(s, t, h, nxl, nyl, rate, target) -> None:
+    I, J, _ = _interior(h, nxl, nyl)
+    K = slice(s.shape[2] - rate.shape[0], s.shape[2])
+    t[I, J, K] -= rate * (s[I, J, K] - target)
+
+
+def _sponge_check(s, t, h, nxl, nyl, rate, target) -> None:
+    if s.shape != t.shape:
+        raise ValueError(f"les.ops.sponge: field and tendency of one shape, got {s.shape} and {t.shape}")
+    if rate.ndim != 1 or rate.shape != target.shape or rate.shape[0] > s.shape[2]:
+        raise ValueError(f"les.ops.sponge: rate and target must be profiles of one length, at most the field's "
+                         f"{s.shape[2]} levels, got shapes {rate.shape} and {target.shape}")
+
+
+def _sponge_example(case, rng):
+    f = case.fields
+    shape = f["w"].shape if rng.uniform() < 0.5 else f["thl"].shape        # half or full levels
+    m = int(rng.integers(1, shape[2] + 1))                                  # the sponge's levels
+    g = case.grid
+    return (random(case, rng, shape, 290.0, 310.0), random(case, rng, shape), g.h, g.nxl, g.nyl,
+            random(case, rng, (m,), 0.0, 3e-3), random(case, rng, (m,), 295.0, 305.0)), {}
+
+
+sponge = Operator("sponge", _sponge_reference, check=_sponge_check, example=_sponge_example)
+sponge.__doc__ = """The sponge layer's relaxation ``t -= rate (s - target)`` on the interior columns of the
+top ``m = len(rate)`` levels of ``s`` (DALES modboundary's gravity-wave damping): ``rate`` (1/s) and
+``target`` (a slab mean, or the geostrophic wind) are profiles of those levels, made by the term
+(the slab means need a reduction over the ranks: the kernels stay local). Local."""
+sponge.register("numba", lambda *a: fused.sponge(*a),
+                lambda s, t, h, nxl, nyl, rate, target: numba_arrays(s, t, rate, target))
+sponge.register("cuda", lambda *a: gpukernels.sponge(*a),
+                lambda s, t, h, nxl, nyl, rate, target: cuda_arrays(s, t, rate, target))
