@@ -55,23 +55,6 @@ EXCEPTIONS: dict[str, str] = {
 }
 
 
-#: "module: receiver._name" -> why, for uses on their way out: allowed while they occur, not
-#: required to (their modules are being converted by another change). pgas's NumPy modules used
-#: DistArray's former private names, kept as aliases in pgas.array (``_alive``, ``_new``,
-#: ``_auto_free``); once these entries are gone from the source, delete them and the aliases.
-TRANSITIONAL: dict[str, str] = {
-    "hpcsuite.pgas.arith: x._alive": "former name of DistArray.check_alive",
-    "hpcsuite.pgas.arith: DistArray._new": "former name of DistArray.from_pattern",
-    "hpcsuite.pgas.arith: a._auto_free": "former name of DistArray.auto_free",
-    "hpcsuite.pgas.arith: x._freed": "DistArray.freed",
-    "hpcsuite.pgas.numpy_api: r._auto_free": "former name of DistArray.auto_free",
-    "hpcsuite.pgas.numpy_api: candidate._auto_free": "former name of DistArray.auto_free",
-    "hpcsuite.pgas.numpy_api: candidate._freed": "DistArray.freed",
-    "hpcsuite.pgas.namespace: r._auto_free": "former name of DistArray.auto_free",
-    "hpcsuite.pgas.manipulation: r._auto_free": "former name of DistArray.auto_free",
-}
-
-
 def _modules() -> dict[str, Path]:
     mods = {}
     for f in sorted(PACKAGE.rglob("*.py")):
@@ -167,8 +150,7 @@ def test_the_core_classes_list_their_private_members():
 
 def test_no_private_attribute_is_used_across_modules():
     core, other = _scan()
-    allowed = EXCEPTIONS.keys() | TRANSITIONAL.keys()
-    bad = [f"{m}:{line}: {u}" for m, u, line in core + other if f"{m}: {u}" not in allowed]
+    bad = [f"{m}:{line}: {u}" for m, u, line in core + other if f"{m}: {u}" not in EXCEPTIONS]
     assert not bad, ("private attributes used across modules (offer a documented name, or add an "
                      "exception with why to EXCEPTIONS):\n" + "\n".join(bad))
 

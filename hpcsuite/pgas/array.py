@@ -233,8 +233,6 @@ class DistArray(NDArrayOperatorsMixin):
         self._setup(_no_halo_spec(pattern.ndim), shm)
         return self
 
-    _new = from_pattern         # the former name, until pgas.arith uses from_pattern (issue 22)
-
     def _setup(self, halo_spec, shm) -> None:
         """The storage: a pooled or new segment of the pattern's layout. Collective."""
         team, pattern = self.team, self.pattern
@@ -552,17 +550,6 @@ class DistArray(NDArrayOperatorsMixin):
         """
         if self._freed:
             raise RuntimeError("this DistArray was freed; it can no longer be used")
-
-    _alive = check_alive        # the former name, until pgas.arith uses check_alive (issue 22)
-
-    @property
-    def _auto_free(self) -> bool:
-        # the former name of auto_free, until pgas's NumPy modules use auto_free (issue 22)
-        return self.auto_free
-
-    @_auto_free.setter
-    def _auto_free(self, value: bool) -> None:
-        self.auto_free = value
 
     @property
     def freed(self) -> bool:
