@@ -211,30 +211,31 @@ def test_gpu_device_window_fence_flush_and_mutex_order(team, monkeypatch, path):
 
 
 @pytest.mark.mpi
-@pytest.mark.parametrize("path", ["ipc", "host"])
-def test_gpu_device_copy_between_layouts(team, path, monkeypatch):
+def test_gpu_device_copy_between_layouts(team, monkeypatch):
     """device_rma.copy: each rank pulls its destination block one-sidedly from the source's
-    device blocks (BLOCKED -> CYCLIC, with a halo on the source); other layouts by Alltoallw."""
+    device blocks (BLOCKED with a halo -> CYCLIC, TILE -> BLOCKED through a window kept open);
+    a destination whose blocks are no progression, or forced host staging, go by Alltoallw."""
     from hpcsuite.pgas import device_rma
-    monkeypatch.setenv(device_rma.ENV, path)
     ref = np.arange(16 * 4, dtype=np.float64).reshape(16, 4) * 1.5
     src = pgas.from_numpy(ref, dist=(pgas.BLOCKED, pgas.NONE), root=None, halo=(1, 0), device="gpu")
     dst = pgas.zeros((16, 4), dist=(pgas.CYCLIC, pgas.NONE), device="gpu")
-    taken = device_rma.copy(src, dst)
-    # (one unit: the same layout; host staging is never chosen for a pull: the Alltoallw instead)
-    assert taken == ("same-layout" if team.size == 1 else "alltoallw" if path == "host" else path)
+    # (one unit: the same layout)
+    assert device_rma.copy(src, dst) == ("same-layout" if team.size == 1 else "ipc")
     np.testing.assert_array_equal(dst.to_numpy(), ref)
-    back = pgas.zeros((16, 4), dist=(pgas.BLOCKED, pgas.NONE), device="gpu")
-    with device_rma.DeviceWindow(dst) as w:                 # a window kept open, reused
-        assert device_rma.pull_copy(dst, back, window=w) == _expected_path(path, team)
-    np.testing.assert_array_equal(back.to_numpy(), ref)
-    back.free()
     tiled = pgas.zeros((16, 4), dist=(pgas.TILE(2), pgas.TILE(2)), device="gpu")
-    assert device_rma.copy(dst, tiled) == "alltoallw"
+    assert device_rma.copy(dst, tiled) == "alltoallw"             # tiles: no pull into them
     np.testing.assert_array_equal(tiled.to_numpy(), ref)
+    monkeypatch.setenv(device_rma.ENV, "host")                     # staging: Alltoallw instead
+    assert device_rma.pull_copy(tiled, src) is None
+    monkeypatch.delenv(device_rma.ENV)
+    src.local[...] = 0.0
+    with device_rma.DeviceWindow(tiled) as w:                      # a window kept open, reused
+        assert device_rma.pull_copy(tiled, src, window=w) == _expected_path("ipc", team)
+    np.testing.assert_array_equal(src.to_numpy(), ref)
+    small = pgas.zeros((3, 4), device="gpu")
     with pytest.raises(ValueError, match="shapes differ"):
-        device_rma.copy(src, pgas.zeros((3, 4), device="gpu"))
-    for x in (src, dst, tiled):
+        device_rma.copy(src, small)
+    for x in (src, dst, tiled, small):
         x.free()
 
 
