@@ -34,7 +34,13 @@ open pull request (#6795) when this was written; Open MPI documents CUDA-aware p
 blocking collectives only, and its osc/ucx windows over device memory have failed ("remote memory
 is unreachable", openucx/ucx#5386; ``MPI_Win_create`` with CUDA, open-mpi/ompi#11255). Forcing
 ``mpi`` uses device RMA for every unit (also on the node); forcing ``ipc`` fails on every rank when
-a handle cannot be opened.
+a handle cannot be opened. For tests, ``$HPCSUITE_PGAS_DEVICE_NODE_SIZE=k`` treats each run of ``k``
+ranks of a node as a node of its own (IPC within, device RMA or staging between).
+
+Copies: :func:`pull_copy` copies one GPU array into another of a different layout by one-sided
+device gets (each rank pulls its own destination block through a window over the source), where
+that applies (destination blocks that are one progression per dimension; one node or a
+CUDA-aware MPI); :func:`copy` falls back to :func:`hpcsuite.pgas.copy` (``Alltoallw``).
 
 Synchronisation, as for the host arrays (DASH's model): a blocking :meth:`~DeviceWindow.get` /
 :meth:`~DeviceWindow.put` returns with the data transferred (the copy stream synchronised, or
