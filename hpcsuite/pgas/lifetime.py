@@ -35,9 +35,12 @@ released, its storage is checked for references from outside the segment and the
 transfer plans (reference counts of the storage array and of its base, against the references
 found by walking the segment, its halo and plans: no communication): an entry whose storage is
 still viewed is *parked* (neither pooled nor freed: the view stays valid and private) and released
-at the first collective point of its team where no view is left. As releases, this needs views
-of a result held and dropped alike on every rank (the rule for results themselves, and for the
-reuse of temporaries); :func:`parked` counts the parked entries.
+at the first collective point of its team where no view is left: a view keeps its array's memory,
+as a NumPy view keeps its base. As releases, this needs views of a result held and dropped alike
+on every rank (the rule for results themselves, and for the reuse of temporaries): a view kept
+on some ranks only parks the entry there only, and the pools of the ranks then differ, as with a
+result kept on some ranks only (a later pool hit on some ranks and a miss on others would hang).
+:func:`parked` counts the parked entries.
 """
 from __future__ import annotations
 
