@@ -148,6 +148,7 @@ class _Plan:
     full_shape: tuple
     out_shape: tuple
     direct: list = field(default_factory=list)      # (unit, result index, storage index)
+    spans: list = field(default_factory=list)       # (unit, result byte offset, storage byte offset, bytes)
     remote: list = field(default_factory=list)      # (unit, result index, piece shape, target)
     targets: list = field(default_factory=list)
     types: list = field(default_factory=list)
@@ -211,6 +212,8 @@ class DeviceWindow:
         self._plans: "collections.OrderedDict" = collections.OrderedDict()
         self._opened: dict[int, bytes] = {}        # unit -> the IPC handle opened for it
         self._views: dict[int, object] = {}        # unit -> device array over its padded block
+        self._bases: dict[int, int] = {}           # unit -> its opened block's address (IPC)
+        self._rt = _cuda(self.xp, "runtime")
         self._win = None
         self._snapshot = None                      # host path: the block as of the last fence
         self._freed = False
@@ -309,6 +312,7 @@ class DeviceWindow:
                              type(exc).__name__, exc)
                 return False
             self._opened[unit] = h
+            self._bases[unit] = base
             nbytes = int(np.prod(shape, dtype=np.int64)) * array.dtype.itemsize
             # the current device's memory to CuPy: the opened pointer is valid here (UVA, peer
             # access enabled lazily by cudaIpcOpenMemHandle)
@@ -322,6 +326,7 @@ class DeviceWindow:
         rt = _cuda(self.xp, "runtime")
         for unit in self._opened:
             self._views.pop(unit, None)
+            self._bases.pop(unit, None)
         self.xp.cuda.runtime.deviceSynchronize()
         opened, self._opened = self._opened, {}
         for h in opened.values():
@@ -364,7 +369,13 @@ class DeviceWindow:
                         li = tuple(slice(s.start + x, s.stop + x, s.step) for s, x in zip(li, w)) \
                             if isinstance(li[0], slice) else tuple(a + x for a, x in zip(li, w))
                     didx = li
-                p.direct.append((pc.unit, self._on_device(ridx), self._on_device(didx)))
+                rs = _span(ridx, p.full_shape)
+                ds = None if pattern.tiled or rs is None else _span(didx, ushape)
+                if ds is not None:                  # contiguous on both sides: one memcpy
+                    isz = array.dtype.itemsize
+                    p.spans.append((pc.unit, rs[0] * isz, ds[0] * isz, rs[1] * isz))
+                else:
+                    p.direct.append((pc.unit, self._on_device(ridx), self._on_device(didx)))
             else:                                   # "mpi" ("host" never gets here)
                 dtype, disp, count = target_datatype(pc, pattern, ushape, self._mpitype, self._halo)
                 if dtype is not self._mpitype:
@@ -394,14 +405,27 @@ class DeviceWindow:
         self.array.check_alive()
 
     # ------------------------------------------------------------------ get
+    def _ptr(self, unit: int) -> int:
+        """The device address of ``unit``'s padded block as seen from here (IPC or own)."""
+        base = self._bases.get(unit)
+        return self.array.device_storage.data.ptr if base is None else base
+
+    def _memcpy(self, dst: int, src: int, nbytes: int) -> None:
+        stream = self.xp.cuda.get_current_stream()
+        self._rt.memcpyAsync(dst, src, nbytes, self._rt.memcpyDeviceToDevice, getattr(stream, "ptr", 0))
+
     def _start_get(self, p: _Plan, result) -> list:
         tiled = self.array.pattern.tiled
+        if p.spans:
+            base = result.data.ptr
+            for unit, r_off, s_off, nbytes in p.spans:
+                self._memcpy(base + r_off, self._ptr(unit) + s_off, nbytes)
         for unit, ridx, didx in p.direct:
             src = self._storage(unit)
             result[ridx] = (src.reshape(-1) if tiled else src)[didx]
         deferred = []
         if p.remote:
-            whole = len(p.remote) == 1 and not p.direct
+            whole = len(p.remote) == 1 and not p.direct and not p.spans
             for unit, ridx, shape, target in p.remote:
                 buf = result if whole else self.xp.empty(shape, dtype=self.array.dtype)
                 self._win.Get(buf, unit, target)
@@ -432,12 +456,12 @@ class DeviceWindow:
             if tuple(out.shape) != p.out_shape or out.dtype != self.array.dtype or not out.flags.c_contiguous:
                 raise ValueError(f"out must be a C-contiguous {self.array.dtype} device array of shape "
                                  f"{p.out_shape}, got {out.dtype} {tuple(out.shape)}")
-            result = out.reshape(p.full_shape)
+            result = out if p.full_shape == p.out_shape else out.reshape(p.full_shape)
         deferred = self._start_get(p, result)
         self._complete(p.targets, deferred, result)
         if out is not None:
             return out
-        return result.reshape(p.out_shape)
+        return result if p.full_shape == p.out_shape else result.reshape(p.out_shape)
 
     def get_async(self, idx) -> "DeviceGetHandle":
         """Start reading ``idx``; ``handle.wait()`` returns the device array. One-sided."""
@@ -470,6 +494,10 @@ class DeviceWindow:
     def _start_put(self, p: _Plan, value) -> list:
         v = self._value(p.out_shape, p.full_shape, value)
         tiled = self.array.pattern.tiled
+        if p.spans:
+            base = v.data.ptr
+            for unit, r_off, s_off, nbytes in p.spans:
+                self._memcpy(self._ptr(unit) + s_off, base + r_off, nbytes)
         for unit, ridx, didx in p.direct:
             dst = self._storage(unit)
             if tiled:
@@ -616,6 +644,29 @@ def _close_handle(rt, h: bytes) -> None:
     if entry[1] == 0:
         del _OPEN_HANDLES[h]
         rt.ipcCloseMemHandle(entry[0])
+
+
+def _span(index, shape) -> tuple[int, int] | None:
+    """``(element offset, count)`` when the slices ``index`` select one contiguous run of a
+    C-ordered array of ``shape`` (else ``None``)."""
+    if not isinstance(index, tuple) or len(index) != len(shape) or \
+            not all(isinstance(i, slice) for i in index):
+        return None
+    ranges = [range(*sl.indices(n)) for sl, n in zip(index, shape)]
+    counts = [len(r) for r in ranges]
+    if 0 in counts:
+        return None
+    k = next((d for d, c in enumerate(counts) if c > 1), len(shape))
+    if k < len(shape) and ranges[k].step != 1:
+        return None
+    for d in range(k + 1, len(shape)):
+        if counts[d] != shape[d] or (counts[d] > 1 and ranges[d].step != 1):
+            return None
+    offset, stride = 0, 1
+    for d in reversed(range(len(shape))):
+        offset += ranges[d][0] * stride if counts[d] else 0
+        stride *= shape[d]
+    return offset, int(np.prod(counts, dtype=np.int64))
 
 
 def _changed(new: np.ndarray, old: np.ndarray) -> np.ndarray:
