@@ -482,13 +482,18 @@ class DeviceWindow:
 
     # ------------------------------------------------------------------ put
     def _value(self, p_out_shape, full_shape, value):
+        """``value`` as a C-contiguous device array of the selection's full shape."""
         xp = self.xp
+        if isinstance(value, xp.ndarray) and value.dtype == self.array.dtype and \
+                tuple(value.shape) == p_out_shape and value.flags.c_contiguous:
+            return value if p_out_shape == full_shape else value.reshape(full_shape)   # the common case
         try:
             v = xp.asarray(value, dtype=self.array.dtype)
             v = xp.broadcast_to(v, p_out_shape)
         except ValueError:
-            raise ValueError(f"cannot assign a value of shape {tuple(np.shape(value)) if not hasattr(value, 'shape') else tuple(value.shape)} "
-                             f"to a selection of shape {p_out_shape}") from None
+            shape = tuple(value.shape) if hasattr(value, "shape") else np.shape(value)
+            raise ValueError(f"cannot assign a value of shape {shape} to a selection of shape "
+                             f"{p_out_shape}") from None
         return xp.ascontiguousarray(v).reshape(full_shape)
 
     def _start_put(self, p: _Plan, value) -> list:
