@@ -91,7 +91,8 @@ def _run_paths(team, path, shape, dist, halo, expect=None):
     val = rng.standard_normal(expect[rows, ::2].shape) + 100 * (team.rank + 1)   # same rng on all ranks
     vals = team.comm.allgather(val)
     w.put((rows, slice(None, None, 2)), cupy.asarray(val))
-    h = w.put_async((rows, 1), -1.0 - team.rank)
+    nrows = len(range(team.rank, shape[0], team.size))
+    h = w.put_async((rows, 1), cupy.full(2 * nrows, -1.0 - team.rank)[::2])   # a strided source
     h.wait()
     w.fence()
     for r in range(team.size):
