@@ -75,7 +75,7 @@ from ..runtime import comm_hooks, compute_hooks
 from ..runtime.waiting import wait as _wait, waitall as _waitall
 from .stats import Model
 
-__all__ = ["Execution", "ExecutionResult", "Abandoned", "MODES", "run_full"]
+__all__ = ["Execution", "ExecutionResult", "Abandoned", "MODES", "run_full", "channel_id"]
 
 MODES = ("profile", "selective", "skeleton")
 _PATH_TAG = 32731                      # tag of the path messages that precede point-to-point data
@@ -94,6 +94,26 @@ _SKIPPABLE = {"Barrier", "Bcast", "Ibcast", "Allreduce", "Allgather", "Allgather
 # neighbourhood exchanges, started as NAME and completed as NAME_wait: PGAS halo updates and the
 # ghost-row exchange of the distributed sparse matrix (solvers.sparse)
 _NEIGHBOURHOOD = {"Halo", "Ghosts"}
+
+
+_CHANNELS = {"keyval": None, "next": 0}
+
+
+def channel_id(comm) -> int:
+    """A number for ``comm`` that no other communicator of this process has had, kept in an MPI
+    attribute (``Comm.Create_keyval``): the statistics this rank sent on it are remembered under
+    it. Not the handle (``py2f``): MPI hands a freed communicator's handle to the next one made,
+    whose members may differ, and the new one must start from nothing sent (measured: MPICH
+    reuses the handle of a freed ``Dup`` at once). A ``Dup`` does not copy it. Local."""
+    kv = _CHANNELS["keyval"]
+    if kv is None:
+        kv = _CHANNELS["keyval"] = MPI.Comm.Create_keyval()
+    cid = comm.Get_attr(kv)
+    if cid is None:
+        cid = _CHANNELS["next"]
+        _CHANNELS["next"] = cid + 1
+        comm.Set_attr(kv, cid)
+    return cid
 
 
 class Abandoned(Exception):
@@ -246,8 +266,14 @@ class Execution:
             return False
         memo = self._steady_memo.get(key)
         if memo is None:
-            steady = self.model.steady(key)
-            memo = self._steady_memo[key] = (steady, self.model.mean(key) if steady else 0.0)
+            share = None
+            if key not in self.model.share:      # no run recorded its share yet: this run's so far
+                s = self.model.kernels.get(key)
+                c = self._calls.get(key)
+                path = self.path[0]
+                share = min((sum(c) + 1) * s.mean / path, 1.0) if s is not None and c and path > 0 else 1.0
+            steady = self.model.steady(key, share)
+            memo = self._steady_memo[key] = (steady, self.model.mean(key, share) if steady else 0.0)
         return memo[0]
 
     def _charge(self, key, comm: bool) -> float:
@@ -357,7 +383,7 @@ class Execution:
             res, t = self._timed(k, fn, args, kwargs)
         else:
             mine = self._steady(k) and name in _SKIPPABLE
-            ch = ("c", team.comm.py2f())
+            ch = ("c", channel_id(team.comm))
             payload = self._delta(ch)
             buf = np.array([*self.path, 0.0 if mine else 1.0, len(payload) if payload else 0.0])
             _wait(team.comm.Iallreduce(MPI.IN_PLACE, buf, op=MPI.MAX))   # merge paths, agree
@@ -386,7 +412,7 @@ class Execution:
         # only) take different times than the middle, and one key for all would never be steady
         k = ("comm", "Sendrecv", 2, int(nbytes), int(sends), int(receives))
         mine = self._steady(k)
-        h = team.comm.py2f()
+        h = channel_id(team.comm)
         payload = self._delta(("p", h, dest)) if sends else None
         out = np.array([*self.path, 1.0 if mine else 0.0, len(payload) if payload else 0.0])
         inn = out.copy()
@@ -443,7 +469,7 @@ class Execution:
         peers = sorted(set(request_peers))
         k = ("comm", name, len(peers), len(request_peers) // 2, int(nbytes))
         mine = self._steady(k)
-        h = team.comm.py2f()
+        h = channel_id(team.comm)
         payloads = [self._delta(("p", h, q)) for q in peers]
         outs = [np.array([*self.path, 1.0 if mine else 0.0, len(pl) if pl else 0.0]) for pl in payloads]
         ins = [np.empty(7) for _ in peers]

@@ -25,7 +25,8 @@ issue 24, "What a later configuration still executes"): with one interval per ke
 ``syrk`` of block 32 (1 % of the path, 4,096 calls per run, preemptions of milliseconds on a
 shared machine) was never steady after 20,000 samples, and such intervals were 93 % of the
 kernel executions of a 16-configuration search. Before a kernel's first run its share is
-unknown and taken as 1 (the single-kernel criterion).
+not recorded; an execution then passes its running estimate (the kernel's calls so far times its
+mean, over the path so far; 1 at the start of a run, the single-kernel criterion).
 """
 from __future__ import annotations
 
@@ -134,10 +135,11 @@ class Model:
         self.sent: dict = {}                       # channel -> position in ``changes`` sent up to
         self.share: dict[tuple, float] = {}        # key -> its fraction of the last path that had it
 
-    def tolerance_of(self, key: tuple) -> float:
+    def tolerance_of(self, key: tuple, share: float | None = None) -> float:
         """The relative half-width ``key`` must reach: ``tolerance / sqrt(share)``, at most
-        :data:`MAX_HALF_WIDTH` (see the module notes). Local."""
-        share = self.share.get(key, 1.0)
+        :data:`MAX_HALF_WIDTH` (see the module notes); ``share`` is used for a kernel whose
+        share no earlier run recorded (an execution's running estimate), else 1. Local."""
+        share = self.share.get(key, 1.0 if share is None else share)
         if share >= 1.0:
             return self.tolerance
         return min(self.tolerance / math.sqrt(max(share, 1e-12)), max(MAX_HALF_WIDTH, self.tolerance))
@@ -159,20 +161,22 @@ class Model:
             s = self.kernels[key] = KernelStats()
         return s
 
-    def steady(self, key: tuple) -> bool:
+    def steady(self, key: tuple, share: float | None = None) -> bool:
         """Whether ``key`` may be skipped: its own statistics, or the merge with the other ranks'
-        snapshots, have a relative confidence half-width below the tolerance. Local."""
-        tol = self.tolerance_of(key)
+        snapshots, have a relative confidence half-width below its tolerance
+        (:meth:`tolerance_of`). Local."""
+        tol = self.tolerance_of(key, share)
         s = self.kernels.get(key)
         if s is not None and s.steady(self.z, tol, self.min_samples):
             return True
         return key in self.remote and self.merged(key).steady(self.z, tol, self.min_samples)
 
-    def mean(self, key: tuple) -> float:
+    def mean(self, key: tuple, share: float | None = None) -> float:
         """The time charged for a skipped ``key``: its own mean when its own statistics are steady
         (a kernel may take different times on different ranks), else the merged mean. Local."""
         s = self.kernels.get(key)
-        if key not in self.remote or (s is not None and s.steady(self.z, self.tolerance_of(key), self.min_samples)):
+        if key not in self.remote or (s is not None and s.steady(self.z, self.tolerance_of(key, share),
+                                                                 self.min_samples)):
             return s.mean if s is not None else 0.0
         return self.merged(key).mean
 
