@@ -130,7 +130,7 @@ def _segment(roots):
 
 
 _CONTAINERS = (dict, list, tuple, set, frozenset)
-_OWN: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()   # segment -> (id of its storage, counts)
+_OWN: dict = {}      # id(segment) -> (weak reference to it, id of its storage, counts)
 
 
 def _walked(r) -> bool:
@@ -174,10 +174,12 @@ def viewed(roots) -> bool:
         return False
     targets = (st, base) if base is not None else (st,)
     # the segment's own references to its storage (the same every time it is released: cached)
-    own = _OWN.get(seg)
-    if own is None or own[0] != id(st):
-        own = _OWN[seg] = (id(st), _count_inside([seg], targets))
-    inside = list(own[1])
+    own = _OWN.get(id(seg))
+    if own is None or own[0]() is not seg or own[1] != id(st):
+        if len(_OWN) > 4096:
+            _OWN.clear()
+        own = _OWN[id(seg)] = (weakref.ref(seg), id(st), _count_inside([seg], targets))
+    inside = list(own[2])
     rest = [r for r in roots if r is not seg and r is not None and not (isinstance(r, list) and not r)]
     if rest:                                # halo, transfer plans
         for k, c in enumerate(_count_inside(rest, targets)):
