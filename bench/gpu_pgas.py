@@ -24,8 +24,6 @@ import statistics
 import sys
 import time
 
-import numpy as np
-
 
 def _timed(fn, sync) -> float:
     sync()
