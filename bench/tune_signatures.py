@@ -14,6 +14,7 @@ selective run and the number of intercepted calls: the cost of a selective run p
 call against the kernels' own mean times (is a kernel worth intercepting at all).
 
     mpiexec -n 2 python bench/tune_signatures.py [--n 4096] [--blocks 32 64 128 256] [--iterations 5]
+        [--adaptive] [--no-shares] [--timing]
 """
 from __future__ import annotations
 
@@ -58,15 +59,16 @@ def main() -> int:
     ap.add_argument("--confidence", type=float, default=0.95)
     ap.add_argument("--adaptive", action="store_true",
                     help="stop a configuration after a run in which no rank executed a kernel")
-    ap.add_argument("--no-cost-model", action="store_true", help="exact signatures only (the old model)")
+    ap.add_argument("--no-shares", action="store_true",
+                    help="every kernel to the tolerance on its own (before: no sharing out by path share)")
     ap.add_argument("--timing", action="store_true", help="also time full vs selective runs per block")
     args = ap.parse_args()
     team = Team.world()
     target = TARGETS["cholesky"](team, n=args.n)
     space = Space({"block": args.blocks, "grid": ["auto"], "variant": ["bcast", "ring"], "lookahead": [0, 1]})
     model = Model(args.tolerance, args.confidence, args.min_samples)
-    if args.no_cost_model and hasattr(model, "families"):
-        model.families = None
+    if args.no_shares:                  # the criterion before the path's tolerance was shared out
+        model.tolerance_of = lambda key, share=None: model.tolerance
     say(f"# cholesky n = {args.n}, {COMM.Get_size()} ranks, {args.iterations} runs per configuration, "
         f"tolerance {args.tolerance}, confidence {args.confidence}, min samples {args.min_samples}")
     say("# per configuration: executed kernel calls per run (all ranks), then the reasons over its runs")

@@ -314,7 +314,7 @@ class Execution:
                 reason = "new signature"
             elif s.n < max(m.min_samples, 2):
                 reason = "too few samples"
-            elif s.mean <= 0 or m.z * s.stderr / s.mean >= m.tolerance:
+            elif s.mean <= 0 or m.z * s.stderr / s.mean >= m.tolerance_of(key, 1.0):
                 reason = "interval wider than tolerance"
             else:
                 reason = "steady (model)"
