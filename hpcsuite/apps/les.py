@@ -96,6 +96,12 @@ SCHEMA = dk.Schema({
         "wqt": dk.Float(default=0.0, help="surface kinematic moisture flux (m/s)"),
         "ustar": dk.Float(default=0.0, ge=0, help="surface friction velocity (m/s)"),
         "galilean": dk.Bool(default=False, help="move the domain with the mean wind (Galilean shift)"),
+        "sponge_base": dk.Float(default=0.0, ge=0, help="height of the sponge layer's base (m), below the "
+                                "highest cell centre; 0 = no sponge (DALES ksp)"),
+        "sponge_rate": dk.Float(default=2.75e-3, gt=0, help="sponge: damping rate at the highest cell "
+                                "centre (1/s), rising as sin^2 from 0 at the base (DALES rnu0)"),
+        "sponge_wind": dk.Choice(default="mean", choices=("mean", "geostrophic"), help="sponge: relax u, v "
+                                 "to their slab means or to the geostrophic wind (DALES igrw_damp 1 or 2)"),
     },
     "time": {
         "t_end": dk.Float(gt=0, help="simulated time to reach (s)"),
@@ -177,6 +183,16 @@ def check(deck, team) -> None:
                             f"1/dy^2 + 1/dz^2) = {d:.3g} > {DIFFUSION_LIMIT}")
     elif deck.case.kind == "taylor_green" and deck.case.amplitude == 0 and max(diffusivities(deck)) == 0:
         raise deck.fail("case", "amplitude", "= 0 with nu = 0: nothing moves, set [time] dt")
+    p = deck.physics
+    if p.sponge_base > 0.0:
+        if p.sponge_base >= grid.zf[-1]:
+            raise deck.fail("physics", "sponge_base", f"= {p.sponge_base:g} m is not below the highest cell "
+                            f"centre ({grid.zf[-1]:g} m): the sponge would damp nothing")
+        step = deck.time.dt or deck.time.dt_max
+        if p.sponge_rate * step > 1.0:
+            raise deck.fail("physics", "sponge_rate", f"= {p.sponge_rate:g} 1/s is too fast for the step: "
+                            f"sponge_rate x {'dt' if deck.time.dt else 'dt_max'} = {p.sponge_rate * step:.3g} "
+                            f"> 1 (explicit damping); use a smaller rate or step")
     if deck.app.device == "gpu":
         ok, why = gpu_status()
         if not ok:

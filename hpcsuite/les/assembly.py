@@ -8,7 +8,8 @@ schema documents every key) or any object with the same tables and keys read as 
 ``ysize``, ``zsize``, ``stretch``), ``cfg.advection`` (``momentum``, ``scalars`` and one key per field,
 ``""`` for the group's scheme; also read with ``[]``), ``cfg.subgrid`` (``scheme``, ``nu``, ``kappa``,
 ``cs``, ``prandtl``), ``cfg.physics`` (``th0``, ``ps``, ``lat``, ``wthl``, ``wqt``, ``ustar``,
-``galilean``), ``cfg.time`` (``courant``, ``peclet``, ``dt_max``, ``dt``, ``blowup_courant``),
+``galilean``, ``sponge_base``, ``sponge_rate``, ``sponge_wind``), ``cfg.time`` (``courant``, ``peclet``,
+``dt_max``, ``dt``, ``blowup_courant``),
 ``cfg.decomposition.dims``, ``cfg.app.device``, ``cfg.output.stats_every`` and ``cfg.path`` (the deck
 file: a relative ``case.folder`` is relative to its folder). Nothing here validates: the application
 checks the deck before any of this runs.
@@ -169,7 +170,8 @@ def physics_terms(cfg, grid):
     before : list
         Surface fluxes and thermodynamics (atmospheric cases), run before the advection.
     after : list
-        The subgrid closure, then Coriolis, subsidence and the prescribed tendencies (moist cases).
+        The subgrid closure, then Coriolis, subsidence and the prescribed tendencies (moist cases),
+        then the sponge layer (any case, when ``physics.sponge_base > 0``).
     extra : dict
         ``{"params": ...}``: the physical constants the terms read, for ``model.build``.
     """
@@ -195,6 +197,9 @@ def physics_terms(cfg, grid):
             after.append(forcings.Coriolis(params))
         after.append(forcings.Subsidence())
         after.append(forcings.PrescribedTendencies())
+    if getattr(p, "sponge_base", 0.0) > 0.0:            # (0: no sponge, every deck before it)
+        from . import forcings
+        after.append(forcings.Sponge(p.sponge_base, p.sponge_rate, grid, p.sponge_wind))
     return before, after, {"params": params}
 
 

@@ -1,5 +1,6 @@
 """Large-scale forcings (DALES modforces): Coriolis with a geostrophic wind, large-scale subsidence,
-prescribed tendencies (radiative cooling, moisture advection).
+prescribed tendencies (radiative cooling, moisture advection); and the sponge layer near the domain
+top (DALES modboundary's gravity-wave damping).
 
 All terms are local (no communication) and read their profiles from ``ctx.profiles`` (1-D ``xp``
 arrays of length nz at the cell centres ``zf``). The operators they call (with their array-API
@@ -9,11 +10,15 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from ..runtime import InputError
+from .horizontal import horizontal_sums
 from .ops import forcings as ops
 from .state import zgrid_of
 
-__all__ = ["Coriolis", "Subsidence", "PrescribedTendencies", "coriolis_parameter", "OMEGA"]
+__all__ = ["Coriolis", "Subsidence", "PrescribedTendencies", "Sponge", "sponge_rates", "coriolis_parameter",
+           "OMEGA", "SPONGE_RATE"]
 
 OMEGA = 7.292e-5     # rad/s, Earth's rotation rate
 
@@ -98,3 +103,98 @@ class PrescribedTendencies:
                  if ctx.profiles.get(key) is not None and name in ctx.tend]
         g = ctx.grid
         ops.add_profiles_many([ctx.tend[n] for n, _ in pairs], [p for _, p in pairs], ctx.h, g.nxl, g.nyl)
+
+
+#: DALES's ``rnu0``: the sponge's damping rate at the top (1/s; a time scale of about 6 minutes)
+SPONGE_RATE = 2.75e-3
+
+
+def sponge_rates(z, base: float, top: float, rate: float):
+    """The sponge's damping rate at the heights ``z`` (NumPy): ``rate sin^2(pi/2 (z - base) / (top -
+    base))`` above ``base``, ``rate`` above ``top``, zero at and below ``base`` (DALES's ``tsc`` with
+    ``zspb = base`` and ``zspt = top``). Local.
+
+    Examples
+    --------
+    >>> sponge_rates(np.array([0.0, 1000.0, 1500.0, 2000.0, 2100.0]), 1000.0, 2000.0, 1e-3)
+    array([0.    , 0.    , 0.0005, 0.001 , 0.001 ])
+    """
+    x = np.minimum((np.asarray(z, dtype=np.float64) - base) / (top - base), 1.0)
+    return np.where(x > 0.0, rate * np.sin(0.5 * np.pi * x) ** 2, 0.0)
+
+
+class Sponge:
+    """The sponge layer near the domain top (DALES modboundary's ``grwdamp``). Collective.
+
+    Above the height ``base`` every field is relaxed towards a profile, ``ds/dt -= r(z) (s -
+    target)``, with the rate ``r`` of :func:`sponge_rates` rising from 0 at ``base`` to ``rate`` at
+    the highest cell centre ``zf[-1]`` (DALES: ``tsc``, from ``zf(ksp)`` to ``zf(kmax)``, ``rnu0``).
+    The targets are the slab means for ``thl`` and ``qt`` (and the ``u``, ``v`` of ``wind = "mean"``,
+    DALES ``igrw_damp = 1, 3``; ``"geostrophic"``: ``ug``, ``vg`` in the moving frame, ``igrw_damp =
+    2``), zero for ``w`` (at its own half levels; DALES takes the full levels' rates there). DALES
+    leaves ``e12`` alone, and so does this. The slab means of all fields travel in one
+    ``Allreduce`` (on one rank they stay on the device); the relaxation is :data:`ops.sponge
+    <hpcsuite.les.ops.forcings.sponge>`.
+
+    Parameters
+    ----------
+    base : float
+        Height of the sponge's base (m), below the highest cell centre.
+    rate : float
+        The damping rate at the top (1/s, > 0); DALES's default :data:`SPONGE_RATE`.
+    grid : Grid
+        The global grid (its ``zf``, ``zh``).
+    wind : {"mean", "geostrophic"}
+        What ``u`` and ``v`` are relaxed to.
+
+    Raises
+    ------
+    InputError
+        A rate that is not positive, a base at or above the highest cell centre, an unknown ``wind``.
+    """
+
+    FIELDS = ("u", "v", "thl", "qt")
+
+    def __init__(self, base: float, rate: float, grid, wind: str = "mean"):
+        self.base, self.rate, self.wind = float(base), float(rate), wind
+        self.top = float(grid.zf[-1])
+        if not self.rate > 0.0:
+            raise InputError(f"sponge: rate must be > 0 (1/s), got {rate}")
+        if not self.base < self.top:
+            raise InputError(f"sponge: base = {base} m must lie below the highest cell centre "
+                             f"zf = {self.top:g} m")
+        if wind not in ("mean", "geostrophic"):
+            raise InputError(f"sponge: wind must be 'mean' or 'geostrophic', got {wind!r}")
+        # the first damped level of the full (zf) and half (zh, w) levels; the rates are made on
+        # the device from ctx.zgrid each call (a handful of elementwise launches, nothing copied
+        # from the host: a CUDA graph captures them)
+        self.kf = int(np.count_nonzero(np.asarray(grid.zf) <= self.base))
+        self.kh = int(np.count_nonzero(np.asarray(grid.zh) <= self.base))
+
+    def _rates(self, xp, z):
+        x = (z - self.base) / (self.top - self.base)
+        x = xp.minimum(x, xp.ones_like(x))
+        return self.rate * xp.sin((0.5 * math.pi) * x) ** 2
+
+    def __call__(self, ctx) -> None:
+        xp, g, f = ctx.xp, ctx.grid, ctx.fields
+        zg = zgrid_of(ctx)
+        kf = self.kf
+        names = [n for n in self.FIELDS if n in f and n in ctx.tend]
+        means = [n for n in names if self.wind == "mean" or n not in ("u", "v")]
+        targets = {}
+        if means:
+            sums = horizontal_sums(ctx, [f[n][..., kf:] for n in means])
+            targets = {n: s / float(g.nx * g.ny) for n, s in zip(means, sums)}
+        if self.wind == "geostrophic":
+            cu, cv = getattr(ctx, "galilean", (0.0, 0.0))
+            for n, key, c in (("u", "ug", cu), ("v", "vg", cv)):
+                if n in names:
+                    geo = (getattr(ctx, "profiles", None) or {}).get(key)
+                    targets[n] = (geo[kf:] - c) if geo is not None else xp.zeros_like(zg.zf[kf:]) - c
+        rf = self._rates(xp, zg.zf[kf:])
+        for n in names:
+            ops.sponge(f[n], ctx.tend[n], ctx.h, g.nxl, g.nyl, rf, targets[n])
+        if "w" in f and "w" in ctx.tend:
+            rh = self._rates(xp, zg.zh[self.kh:])
+            ops.sponge(f["w"], ctx.tend["w"], ctx.h, g.nxl, g.nyl, rh, xp.zeros_like(rh))
