@@ -16,7 +16,7 @@ way), rewritten before each launch. A captured kernel keeps the scalars it was g
 term that passes a per-step host number to a kernel would replay a stale one: the terms read only
 constants and device arrays (no term uses ``ctx.t``; a term that must is a reason to switch graphs
 off). Memory allocated by the stages during the capture comes from a memory pool of the graph's own
-(``cupy.cuda.using_allocator``), kept with the graph, so that nothing else reuses the addresses the
+(``cupy.cuda.using_allocator``), kept while the model lives, so that nothing else reuses the addresses the
 graph writes.
 
 When graphs apply (:func:`choose_graphs`): fields on a CuPy device, one MPI rank (at several ranks the
@@ -119,7 +119,10 @@ class Captured:
         self.result = None
         self.captures = 0
         self._stream = None
-        self._pool = None
+        # every capture's memory pool, kept while the model lives: arrays made during a capture
+        # (e.g. the diagnostics a term leaves in ctx.diag) may outlive its graph, and a CuPy
+        # whose pooled memory does not hold its pool would free them with the pool
+        self._pools: list = []
 
     def run(self, key: tuple, body):
         """Launch the graph captured for ``key`` (a tuple of the objects it was captured from,
@@ -144,6 +147,7 @@ class Captured:
         xp.cuda.get_current_stream().synchronize()
         stream = self._stream or xp.cuda.Stream(non_blocking=True)
         pool = xp.cuda.MemoryPool()
+        self._pools.append(pool)            # (before the capture: a failed one may leave arrays too)
         with stream, xp.cuda.using_allocator(pool.malloc):
             stream.begin_capture()
             try:
@@ -155,12 +159,15 @@ class Captured:
                     pass
                 raise
             graph = stream.end_capture()
-        self.graph, self.result, self._pool, self._stream = graph, result, pool, stream
+        self.graph, self.result, self._stream = graph, result, stream
         self.captures += 1
 
-    def drop(self) -> None:
-        """Forget the graph (the next :meth:`run` captures again)."""
-        self.graph, self.key, self.result, self._pool = None, None, None, None
+    def drop(self, release: bool = False) -> None:
+        """Forget the graph (the next :meth:`run` captures again); with ``release`` also the memory
+        of every capture (only when no array made during one is used any more)."""
+        self.graph, self.key, self.result = None, None, None
+        if release:
+            self._pools.clear()
 
 
 class StepGraph:
@@ -196,10 +203,10 @@ class StepGraph:
         self._dts.set(np.asarray(dts, dtype=np.float64))
         return self.stages.run(key, body)
 
-    def drop(self) -> None:
-        """Forget both graphs."""
-        self.prelude.drop()
-        self.stages.drop()
+    def drop(self, release: bool = False) -> None:
+        """Forget both graphs (``release``: see :meth:`Captured.drop`)."""
+        self.prelude.drop(release)
+        self.stages.drop(release)
 
 
 def warn_fallback(exc: BaseException) -> None:

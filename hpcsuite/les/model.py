@@ -263,7 +263,8 @@ class Model:
 
     def free(self) -> None:
         """Release the distributed arrays (fields, pressure solver). Collective."""
-        self.drop_graph()
+        if self.graph is not None:
+            self.graph.drop(release=True)
         for term in self.terms:
             f = getattr(term, "free", None)
             if f is not None:
