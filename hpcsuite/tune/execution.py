@@ -272,8 +272,10 @@ class Execution:
                 c = self._calls.get(key)
                 path = self.path[0]
                 share = min((sum(c) + 1) * s.mean / path, 1.0) if s is not None and c and path > 0 else 1.0
-            steady = self.model.steady(key, share)
-            memo = self._steady_memo[key] = (steady, self.model.mean(key, share) if steady else 0.0)
+            # (keyword only when set: a Model subclass may override steady(key) / mean(key))
+            kw = {} if share is None else {"share": share}
+            steady = self.model.steady(key, **kw)
+            memo = self._steady_memo[key] = (steady, self.model.mean(key, **kw) if steady else 0.0)
         return memo[0]
 
     def _charge(self, key, comm: bool) -> float:

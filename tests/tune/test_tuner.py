@@ -58,8 +58,8 @@ class ScaledModel(Model):
 
     factor = 1.0
 
-    def mean(self, key):
-        return self.factor * super().mean(key)
+    def mean(self, key, **kw):
+        return self.factor * super().mean(key, **kw)
 
 
 def _search(team, model):
