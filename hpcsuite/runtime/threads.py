@@ -25,9 +25,7 @@ def threads_per_rank(team) -> int:
     cpt = os.environ.get("SLURM_CPUS_PER_TASK")
     if cpt and cpt.isdigit():
         return max(1, int(cpt))
-    node = team.split_by_node()
-    on_node = node.size
-    node.free()
+    on_node = team.node_team().size          # split once per team, kept with it
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     return max(1, cores // on_node)
 

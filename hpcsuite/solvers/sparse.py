@@ -33,7 +33,6 @@ With ``mpiexec -n 4``::
 """
 from __future__ import annotations
 
-import weakref
 from dataclasses import dataclass
 
 import numpy as np
@@ -67,14 +66,7 @@ def block_owners(cols: np.ndarray, n: int, p: int) -> np.ndarray:
 def _private_comm(team: Team) -> MPI.Comm:
     """A duplicate of the team's communicator for the SpMM point-to-point messages (their tags can
     then never match a user's messages). One per team object, created collectively on first use."""
-    comm = _DUPS.get(team)
-    if comm is None:
-        comm = team.comm.Dup()
-        _DUPS[team] = comm
-    return comm
-
-
-_DUPS: "weakref.WeakKeyDictionary[Team, MPI.Comm]" = weakref.WeakKeyDictionary()
+    return team.derived(("solvers.sparse.dup",), lambda t: t.comm.Dup())
 
 
 # ---------------------------------------------------------------------- validation of local data

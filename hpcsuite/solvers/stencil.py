@@ -284,9 +284,8 @@ class StencilSolver:
     def _prepare(self) -> None:
         """First run: rank on node (GPU choice, CPU thread share). Collective once."""
         if self._node is None:
-            node = self.team.comm.Split_type(MPI.COMM_TYPE_SHARED, key=self.team.rank)
-            self._node = (node.Get_rank(), node.Get_size())
-            node.Free()
+            node = self.team.node_team()         # split once per team, kept with it
+            self._node = (node.rank, node.size)
         be = self.backend
         if be.is_gpu:
             # another get_device("gpu") may have made a different GPU current since
