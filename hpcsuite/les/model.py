@@ -6,9 +6,10 @@ at the start of the step, and exchange the halos of every field (all exchanges i
 
 Everything in a step stays on the device (NumPy or CuPy arrays); the only host traffic is the
 three-number reduction that picks the step (and what the halo exchange stages through the host
-on GPUs without CUDA-aware MPI). On one GPU the three stages run as one CUDA graph from the second
-step on (``les.graphs``; ``graphs=False`` or ``$HPCSUITE_LES_GRAPHS=0`` switches that off): the
-step's host traffic is then that reduction and one copy of the stage steps to the device.
+on GPUs without CUDA-aware MPI). On one GPU the three stages can run as one CUDA graph from the
+second step on (``les.graphs``; ``graphs=True`` or ``$HPCSUITE_LES_GRAPHS=1``; automatic once
+confirmed on a GPU): the step's host traffic is then that reduction and one copy of the stage
+steps to the device.
 """
 from __future__ import annotations
 

@@ -144,7 +144,8 @@ def test_gpu_graphs_chosen_only_where_they_apply(team, monkeypatch):
         assert f"{team.size} ranks" in why
     monkeypatch.setenv(graphs.ENV, "auto")
     on, why = graphs.choose_graphs(None, team, cupy)
-    assert on == (team.size == 1 and not STAND_IN), why      # the stand-in says it is CuPy 0.0
+    # the stand-in says it is CuPy 0.0; on a real one, auto waits for the GPU confirmation
+    assert on == (team.size == 1 and not STAND_IN and graphs.VERIFIED_ON_A_GPU), why
 
 
 @needs_gpu
