@@ -10,12 +10,13 @@
 #   4. times the LES on one MPI rank per CPU core: the "one full CPU node" the GPU is compared with,
 #   5. runs bench/gpu_bench.py (stencil, solver, SpMM, LOBPCG: GPU against all CPU cores),
 #   6. runs the GPU tests at 2 ranks and the GPU decks (heat3d, eigen) end to end,
-# and writes everything to $OUT/gpu_check.log (+ gpu_bench.jsonl).
+#   7. times PGAS device get/put against raw CuPy copies, 2 ranks (bench/gpu_pgas.py),
+# and writes everything to $OUT/gpu_check.log (+ gpu_bench.jsonl, gpu_pgas.jsonl).
 #
 #   ./bench/gpu_wheels.sh                                   # here, once: fetch the wheels
 #   device run: command="bash bench/gpu_check.sh", carry=[".whl"], timeout_s=480
 #
-# GPU_CHECK_ONLY="les tests" runs only the named steps (les tests cpu bench mpi decks, and profile
+# GPU_CHECK_ONLY="les tests" runs only the named steps (les tests cpu bench pgas mpi decks, and profile
 # and tune4, which are not in the default list: tune4 runs issue 5's 4-rank autotuning benchmarks,
 # which need a core per rank).
 # GPU_CHECK_QUICK=1 uses small sizes (a dry run of the script itself, e.g. on the CuPy stand-in:
@@ -29,7 +30,7 @@ export PYTHONUNBUFFERED=1
 py=${PYTHON:-python3}
 [ -x .venv/bin/python ] && [ -z "${PYTHON:-}" ] && py=.venv/bin/python
 deadline=${GPU_CHECK_SECONDS:-420}
-only=${GPU_CHECK_ONLY:-env les tests cpu bench mpi decks}
+only=${GPU_CHECK_ONLY:-env les tests cpu bench pgas mpi decks}
 quick=${GPU_CHECK_QUICK:-0}
 step() { printf '\n=== %s (%s s) ===\n' "$*" "$SECONDS"; }
 # wanted NAME: whether step NAME is selected; budget S: S or the seconds left, whichever is less
@@ -103,6 +104,7 @@ if wanted les; then
 fi
 
 gpu_tests=(tests/runtime/test_device_timers_log.py tests/runtime/test_index_copy_gpu.py tests/pgas/test_gpu.py
+           tests/pgas/test_device_rma.py
            tests/accel tests/solvers
            tests/apps/test_heat3d.py tests/apps/test_eigen.py tests/les)
 if wanted tests; then
@@ -121,6 +123,13 @@ fi
 if wanted bench; then
   step "benchmark: GPU against the CPU cores of this machine"
   run 150 "$py" bench/gpu_bench.py --no-les ${qflag:+"$qflag"} --json "$OUT/gpu_bench.jsonl"
+fi
+
+if wanted pgas && [ -n "$mpiexec" ]; then
+  # issue 26: one-sided get/put on device blocks against raw CuPy device copies of the same bytes
+  # (goal >= 0.8x): CUDA IPC between the two ranks, device RMA if the MPI is CUDA-aware, host staging
+  step "PGAS device get/put, 2 ranks (bench/gpu_pgas.py)"
+  run 60 "$mpiexec" -n 2 "$py" bench/gpu_pgas.py ${qflag:+"$qflag"} --json "$OUT/gpu_pgas.jsonl"
 fi
 
 if wanted mpi && [ -n "$mpiexec" ]; then
