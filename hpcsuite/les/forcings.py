@@ -133,8 +133,8 @@ class Sponge:
     DALES ``igrw_damp = 1, 3``; ``"geostrophic"``: ``ug``, ``vg`` in the moving frame, ``igrw_damp =
     2``), zero for ``w`` (at its own half levels; DALES takes the full levels' rates there). DALES
     leaves ``e12`` alone, and so does this. The slab means of all fields travel in one
-    ``Allreduce`` (on one rank they stay on the device); the relaxation is :data:`ops.sponge
-    <hpcsuite.les.ops.forcings.sponge>`.
+    ``Allreduce`` (on one rank they stay on the device); the relaxation is the operator
+    ``les.ops.forcings.sponge`` (docs/les_operators.md).
 
     Parameters
     ----------
