@@ -580,7 +580,8 @@ class DistArray(NDArrayOperatorsMixin):
         if self.auto_free and not getattr(self, "_freed", True) and not MPI.Is_finalized():
             self._freed = True
             lifetime.defer(self.team, self._seq, _releaser(self._seg, self._halo,
-                                                           list(self._plans.values())))
+                                                           list(self._plans.values())),
+                           segment=self._seg)      # named, not found in the closure: for the view check
 
     def __enter__(self) -> "DistArray":
         return self
