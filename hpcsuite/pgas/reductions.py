@@ -63,7 +63,7 @@ _XP_NAME = {np.add: "sum", np.multiply: "prod", np.minimum: "min", np.maximum: "
 
 
 #: float64 blocks of at least this many elements are summed along their first or last axis by
-#: BLAS (see :func:`_gemv_sum`)
+#: BLAS (see ``_gemv_sum``)
 GEMV_MIN = 4096
 _ONES: dict = {}
 
