@@ -75,7 +75,8 @@ if [ "$mpi_only" = 0 ] && [ "$user_paths" = 0 ]; then
   echo "=== GPU code paths on the CuPy stand-in ==="
   t0=$SECONDS
   gpu_tests=(tests/test_fake_gpu.py tests/test_gpu_check_scripts.py tests/runtime/test_device_timers_log.py
-             tests/runtime/test_index_copy_gpu.py tests/pgas/test_gpu.py tests/pgas/test_numpy_gpu.py tests/accel
+             tests/runtime/test_index_copy_gpu.py tests/pgas/test_gpu.py tests/pgas/test_numpy_gpu.py
+             tests/pgas/test_device_rma.py tests/accel
              tests/solvers tests/les tests/apps/test_heat3d.py tests/apps/test_eigen.py)
   select=(-p no:cacheprovider -q --with-mpi -k "gpu or cupy or cuda or fake or stand_in")
   # 1 rank (serial and MPI tests), 2 ranks, and 3 ranks with a CUDA-aware MPI emulated (device
