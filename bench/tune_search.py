@@ -251,6 +251,7 @@ def main() -> None:
                 say(f"#   {r.config}  {tr:.4f}  {r.predicted_time or float('nan'):.4f}  {pe}  "
                     f"{r.executed}/{r.skipped}")
 
+    path = None
     if "grid" in args.searches:
         res, model = selective(space, target, states, "grid", args)
         add("selective grid (cold)", res)
@@ -321,6 +322,9 @@ def main() -> None:
     for s in states.values():
         if hasattr(s, "free"):
             s.free()
+    if COMM.Get_rank() == 0 and path:
+        import shutil
+        shutil.rmtree(Path(path).parent, ignore_errors=True)      # the saved model's temporary folder
 
 
 if __name__ == "__main__":
