@@ -39,8 +39,8 @@ from statistics import NormalDist
 
 __all__ = ["KernelStats", "Model", "z_value", "merge_moments", "MAX_HALF_WIDTH"]
 
-# the widest relative half-width a kernel is ever skipped with, however small its share: a mean
-# from a few samples known to no better than itself is charged for nothing
+#: The widest relative half-width a kernel is ever skipped with, however small its share: a mean
+#: from a few samples known to no better than itself is charged for nothing.
 MAX_HALF_WIDTH = 0.5
 
 
