@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 from mpi4py import MPI
 
-__all__ = ["Selection", "normalize", "Piece", "plan", "target_datatype", "storage_offsets"]
+__all__ = ["Selection", "normalize", "index_key", "Piece", "plan", "target_datatype", "storage_offsets"]
 
 
 @dataclass(frozen=True)
@@ -31,6 +31,24 @@ class Selection:
 
     def indices(self) -> np.ndarray:
         return self.start + self.step * np.arange(self.count, dtype=np.int64)
+
+
+def index_key(idx):
+    """A hashable key for an index expression of ints, slices and ``...`` (else ``None``: not
+    cached), under which a planned access is kept. Local."""
+    if not isinstance(idx, tuple):
+        idx = (idx,)
+    key = []
+    for i in idx:
+        if i is Ellipsis:
+            key.append(Ellipsis)
+        elif isinstance(i, slice):
+            key.append((i.start, i.stop, i.step))
+        elif isinstance(i, (int, np.integer)) and not isinstance(i, bool):
+            key.append(int(i))
+        else:
+            return None
+    return tuple(key)
 
 
 def normalize(idx, shape) -> tuple[tuple[Selection, ...], tuple[int, ...]]:

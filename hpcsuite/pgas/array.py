@@ -40,7 +40,7 @@ from numpy.lib.mixins import NDArrayOperatorsMixin
 
 from ..runtime import Team, get_device
 from ..runtime.comm_hooks import observed
-from .access import normalize, plan, storage_offsets, target_datatype
+from .access import index_key, normalize, plan, storage_offsets, target_datatype
 from . import lifetime
 from .dist import BLOCKED
 from .memory import acquire, node_comm
@@ -613,7 +613,7 @@ class DistArray(NDArrayOperatorsMixin):
     def _access(self, idx) -> "_Access":
         """The transfer plan for ``idx``: cached per index expression (up to 64 per array), so
         repeated accesses to the same region skip planning and datatype construction."""
-        key = _index_key(idx)
+        key = index_key(idx)
         acc = self._plans.get(key) if key is not None else None
         if acc is not None:
             self._plans.move_to_end(key)
@@ -924,23 +924,6 @@ class _Access:
         for t in self.types:
             t.Free()
         self.types = []
-
-
-def _index_key(idx):
-    """A hashable key for an index expression of ints, slices and ``...`` (else ``None``)."""
-    if not isinstance(idx, tuple):
-        idx = (idx,)
-    key = []
-    for i in idx:
-        if i is Ellipsis:
-            key.append(Ellipsis)
-        elif isinstance(i, slice):
-            key.append((i.start, i.stop, i.step))
-        elif isinstance(i, (int, np.integer)) and not isinstance(i, bool):
-            key.append(int(i))
-        else:
-            return None
-    return tuple(key)
 
 
 class GetHandle:

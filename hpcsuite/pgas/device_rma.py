@@ -78,7 +78,7 @@ import numpy as np
 from mpi4py import MPI
 
 from ..runtime import gpu_aware_mpi
-from .access import normalize, plan, storage_offsets, target_datatype
+from .access import index_key, normalize, plan, storage_offsets, target_datatype
 from .array import DistArray
 from .memory import node_comm
 
@@ -346,7 +346,7 @@ class DeviceWindow:
         return self.array.device_storage if v is None else v
 
     def _plan(self, idx) -> _Plan:
-        key = _index_key(idx)
+        key = index_key(idx)
         p = self._plans.get(key) if key is not None else None
         if p is not None:
             self._plans.move_to_end(key)
@@ -682,23 +682,6 @@ def _changed(new: np.ndarray, old: np.ndarray) -> np.ndarray:
     bn = n.view(np.uint8).reshape(n.shape + (n.dtype.itemsize,))
     bo = o.view(np.uint8).reshape(o.shape + (o.dtype.itemsize,))
     return np.any(bn != bo, axis=-1)
-
-
-def _index_key(idx):
-    """A hashable key for an index expression of ints, slices and ``...`` (else ``None``)."""
-    if not isinstance(idx, tuple):
-        idx = (idx,)
-    key = []
-    for i in idx:
-        if i is Ellipsis:
-            key.append(Ellipsis)
-        elif isinstance(i, slice):
-            key.append((i.start, i.stop, i.step))
-        elif isinstance(i, (int, np.integer)) and not isinstance(i, bool):
-            key.append(int(i))
-        else:
-            return None
-    return tuple(key)
 
 
 class DeviceGetHandle:
