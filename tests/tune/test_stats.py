@@ -34,39 +34,6 @@ def test_steadiness_criterion():
     assert not m.steady(("never", "seen"))
 
 
-def test_tolerance_shared_out_by_the_kernels_share_of_the_path():
-    """A kernel taking the fraction ``share`` of the path needs a relative half-width below
-    ``tolerance / sqrt(share)`` (capped at MAX_HALF_WIDTH): the kernels' absolute half-widths
-    times their calls then add in quadrature to at most ``tolerance`` x the path (checked on
-    the shares recorded from a run's calls and path)."""
-    from hpcsuite.tune.stats import MAX_HALF_WIDTH
-    m = Model(tolerance=0.05, confidence=0.95, min_samples=2)
-    big, small = ("comp", "big", ()), ("comp", "small", ())
-    rng = np.random.default_rng(1)
-    for t in rng.normal(1e-2, 1e-4, 8):                      # 1 % spread: steady on its own
-        m.stats(big).add(float(t))
-    for t in 1e-5 * (1 + rng.exponential(1.0, 30)):         # heavy tail: about 0.35 relative
-        m.stats(small).add(float(t))
-    s = m.stats(small)
-    half = m.z * s.stderr / s.mean
-    assert 0.05 < half < MAX_HALF_WIDTH and m.steady(big) and not m.steady(small)
-    calls = {big: 20, small: 100}                            # one run: 20 big, 100 small calls
-    path = 20 * m.stats(big).mean + 100 * s.mean
-    m.note_shares(calls, path)
-    share = 100 * s.mean / path
-    assert m.share[small] == pytest.approx(share, rel=1e-12) and share < 0.02
-    assert m.tolerance_of(small) == pytest.approx(min(0.05 / math.sqrt(share), MAX_HALF_WIDTH))
-    assert m.steady(small) is (half < m.tolerance_of(small)) is True
-    # the path's error bound: the kernels' absolute half-widths x calls, added in quadrature
-    err = math.sqrt(sum((c * m.z * m.stats(k).stderr) ** 2 for k, c in calls.items()))
-    assert err < 0.05 * path
-    # a kernel that is the whole path keeps the single-kernel tolerance; never above the cap
-    m.note_shares({small: 1}, s.mean)
-    assert m.tolerance_of(small) == 0.05 and not m.steady(small)
-    m.note_shares({small: 1}, 1e9 * s.mean)
-    assert m.tolerance_of(small) == MAX_HALF_WIDTH
-
-
 @pytest.mark.parametrize("kw,msg", [(dict(tolerance=0), "tolerance"), (dict(tolerance=1.5), "tolerance"),
                                     (dict(confidence=1.0), "confidence"), (dict(min_samples=1), "min_samples")])
 def test_bad_parameters(kw, msg):
