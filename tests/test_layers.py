@@ -15,9 +15,9 @@ Layers, bottom to top::
 from __future__ import annotations
 
 import ast
-from pathlib import Path
 
-PACKAGE = Path(__file__).resolve().parents[1] / "hpcsuite"
+from package_source import PACKAGE, package_modules
+
 NAME = PACKAGE.name
 
 _NUMERIC = {"runtime", "pgas", "accel", "linalg", "solvers"}
@@ -67,16 +67,6 @@ PRIVATE_EXCEPTIONS: dict[str, str] = {
 }
 
 
-def _modules() -> dict[str, Path]:
-    mods = {}
-    for f in sorted(PACKAGE.rglob("*.py")):
-        parts = list(f.relative_to(PACKAGE.parent).with_suffix("").parts)
-        if parts[-1] == "__init__":
-            parts = parts[:-1]
-        mods[".".join(parts)] = f
-    return mods
-
-
 def _resolve(mod: str, level: int, name: str | None, is_pkg: bool) -> str:
     if level == 0:
         return name or ""
@@ -91,7 +81,7 @@ def _scan():
     """``(imports, private)``: every import of the package as ``(module, target, line)`` (target a
     module, or a package for names taken from its ``__init__``) and every private name one module
     takes from another as ``"module uses other.name (line N)"``."""
-    mods = _modules()
+    mods = package_modules(PACKAGE)        # (read at each call: the self-test below swaps PACKAGE)
     imports, private = [], []
     for mod, f in mods.items():
         is_pkg = f.name == "__init__.py"

@@ -23,9 +23,8 @@ from __future__ import annotations
 
 import ast
 import functools
-from pathlib import Path
 
-PACKAGE = Path(__file__).resolve().parents[1] / "hpcsuite"
+from package_source import PACKAGE, package_modules
 
 #: module -> the classes in it whose private members no other module may touch
 CORE = {
@@ -53,16 +52,6 @@ EXCEPTIONS: dict[str, str] = {
     "hpcsuite.staging.agent: popen._reported": "a mark on subprocess.Popen objects of its own; "
                                                "issue 22 item 6 (psutil) replaces the loop",
 }
-
-
-def _modules() -> dict[str, Path]:
-    mods = {}
-    for f in sorted(PACKAGE.rglob("*.py")):
-        parts = list(f.relative_to(PACKAGE.parent).with_suffix("").parts)
-        if parts[-1] == "__init__":
-            parts = parts[:-1]
-        mods[".".join(parts)] = f
-    return mods
 
 
 def _private(name: str) -> bool:
@@ -126,7 +115,7 @@ def _uses(mod: str, tree: ast.Module, foreign: set[str]):
 @functools.lru_cache(maxsize=1)
 def _scan() -> tuple[list[tuple[str, str, int]], list[tuple[str, str, int]]]:
     """``(core, other)`` over the whole package (see :func:`_uses`)."""
-    mods = _modules()
+    mods = package_modules(PACKAGE)
     trees = {m: ast.parse(f.read_text(), str(f)) for m, f in mods.items()}
     core_names = {m: _class_privates(trees[m], classes) for m, classes in CORE.items()}
     core, other = [], []
@@ -140,7 +129,7 @@ def _scan() -> tuple[list[tuple[str, str, int]], list[tuple[str, str, int]]]:
 
 def test_the_core_classes_list_their_private_members():
     # control: the scan finds what the classes hold (a renamed class would leave the rule empty)
-    mods = _modules()
+    mods = package_modules(PACKAGE)
     for mod, classes in CORE.items():
         names = _class_privates(ast.parse(mods[mod].read_text()), classes)
         assert names, f"{mod}: no private members found in {classes}"
