@@ -146,16 +146,22 @@ class Execution:
         Raise :class:`Abandoned` on every rank once the merged path time exceeds this.
     share : bool
         Send kernel statistics along the path (see the module notes; not in skeleton mode).
+    record : bool
+        Add the executed kernels' times to the model (default). ``False`` for a run whose times are
+        not representative, e.g. a configuration's first run, which pays first-touch costs (page
+        faults of fresh buffers, first library calls) that later runs do not: its kernels still
+        run and are timed for this run's prediction, but the model keeps no sample of them.
     """
 
     def __init__(self, model: Model, mode: str = "selective", comm=None, abandon_above: float | None = None,
-                 share: bool = True):
+                 share: bool = True, record: bool = True):
         if mode not in MODES:
             raise ValueError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
         self.model, self.mode = model, mode
         self.comm = comm if comm is not None else MPI.COMM_WORLD
         self.abandon_above = abandon_above
         self.share = bool(share) and mode != "skeleton"
+        self.record = bool(record)
         # total, computation, communication, "a kernel was skipped upstream" (stale data travels
         # with the messages that carry it) and "abandoned": all merged with MAX
         # (Python floats, not an array: the path is updated around every kernel, and indexing a
@@ -254,8 +260,9 @@ class Execution:
         t0 = time.perf_counter()
         res = fn(*args, **kwargs)
         t = time.perf_counter() - t0
-        self.model.record(key, t)
-        self._steady_memo.pop(key, None)
+        if self.record:
+            self.model.record(key, t)
+            self._steady_memo.pop(key, None)
         self._prev, self._prev_skipped = key, False
         self._count(key, False)
         return res, t
@@ -433,8 +440,9 @@ class Execution:
         wait(started)
         t = time.perf_counter() - t0
         if k is not None and state == "full":          # a sample: start plus completion
-            self.model.record(k, t_start + t)
-            self._steady_memo.pop(k, None)
+            if self.record:
+                self.model.record(k, t_start + t)
+                self._steady_memo.pop(k, None)
             self._prev, self._prev_skipped = k, False
             self._count(k, False)
         elif k is not None and state == "partial":     # timed, but not a sample of the kernel

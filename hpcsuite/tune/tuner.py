@@ -325,8 +325,13 @@ class Autotuner:
                 # a first run pays first-touch costs (page faults, buffers) that later runs do not:
                 # with several runs, racing judges from the second on, so no configuration is
                 # dropped for its warm-up
+                # ... and its kernel times are not representative either: with several runs, the
+                # model learns from the second on (measured: the 2-rank Cholesky of the tests
+                # over-predicted by 15-20 % when skipped kernels were charged means that held
+                # first-run samples, 10-12 % without them; bench/RESULTS.md)
                 ex = Execution(self.model, self.mode, self.comm, share=self.share,
-                               abandon_above=bound if (it or self.iterations == 1) else None)
+                               abandon_above=bound if (it or self.iterations == 1) else None,
+                               record=bool(it) or self.iterations == 1)
                 try:
                     with ex:
                         program()

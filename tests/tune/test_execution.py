@@ -353,3 +353,18 @@ def test_sparse_ghost_rows_skipped_by_the_tuner_are_zeros(team):
             lo, hi = block_range(n, team.size, q)
             X_seen[lo:hi] = 0.0
     np.testing.assert_allclose(Y, (S @ X_seen)[A.row_start:A.row_stop], rtol=1e-14)
+
+
+@pytest.mark.mpi
+def test_a_run_that_does_not_record_times_its_kernels_but_keeps_no_sample(team):
+    """``record=False`` (a configuration's first run in the tuner: first-touch costs): the kernels
+    run and are charged to the path, the model learns nothing, and a later recording run does."""
+    model = Model(tolerance=0.3, confidence=0.9, min_samples=2)
+    with Execution(model, "selective", record=False) as first:
+        program(team)
+    assert first.result.executed > 0 and first.result.skipped == 0
+    assert first.result.predicted >= T_WORK * STEPS * 0.95
+    assert len(model) == 0 and not model.changes
+    with Execution(model, "profile") as second:
+        program(team)
+    assert model.stats(("comp", "work", (1,))).n == STEPS
