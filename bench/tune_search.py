@@ -105,7 +105,8 @@ def exhaustive(configs, programs, iterations: int, repeats: int):
 def selective(space, target, states, strategy: str, args, model=None):
     t = Autotuner(space, target.run, strategy=strategy, mode="selective", tolerance=args.tolerance,
                   confidence=args.confidence, min_samples=args.min_samples, model=model, comm=COMM,
-                  prepare=lambda cfg: states[key(cfg)], iterations=args.iterations)
+                  prepare=lambda cfg: states[key(cfg)], iterations=args.iterations,
+                  adaptive=not args.fixed_runs)
     t._release = lambda cfg: None        # the bench keeps the prepared inputs for every approach
     return t.tune(), t.model
 
@@ -191,6 +192,10 @@ def main() -> None:
     ap.add_argument("--min-samples", type=int, default=3)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--detail", action="store_true", help="print every configuration's prediction")
+    ap.add_argument("--searches", nargs="+", choices=("grid", "racing", "warm"), default=["grid", "racing", "warm"],
+                    help="which selective searches to run (warm needs grid)")
+    ap.add_argument("--fixed-runs", action="store_true",
+                    help="every configuration gets exactly --iterations runs (the tuner's adaptive stop off)")
     ap.add_argument("--json", help="append the rows as JSON lines to this file (rank 0)")
     args = ap.parse_args()
 
@@ -246,20 +251,26 @@ def main() -> None:
                 say(f"#   {r.config}  {tr:.4f}  {r.predicted_time or float('nan'):.4f}  {pe}  "
                     f"{r.executed}/{r.skipped}")
 
-    res, model = selective(space, target, states, "grid", args)
-    add("selective grid (cold)", res)
-    cold_wall = res.tuning_wall_time_s
     path = None
-    if COMM.Get_rank() == 0:
-        path = Path(tempfile.mkdtemp()) / "model.json"
-        model.save(path)
-    path = COMM.bcast(str(path) if path else None)
-    res, _ = selective(space, target, states, "racing", args)
-    add("selective racing (cold)", res)
-    warm = Model.load(path, tolerance=args.tolerance, confidence=args.confidence, min_samples=args.min_samples)
-    res, _ = selective(space, target, states, "grid", args, model=warm)
-    say(f"# warm search alone: {res.tuning_wall_time_s:.3g} s, model rescaled by {res.calibration}")
-    add("selective grid (warm, incl. its cold search)", res, extra_wall=cold_wall)
+    if "grid" in args.searches:
+        res, model = selective(space, target, states, "grid", args)
+        add("selective grid (cold)", res)
+        cold_wall = res.tuning_wall_time_s
+        say("# selective grid (cold): runs per configuration " +
+            " ".join(str(len(r.runs)) for r in res.results) + f"; finalists {len(res.finalists)}")
+        path = None
+        if COMM.Get_rank() == 0:
+            path = Path(tempfile.mkdtemp()) / "model.json"
+            model.save(path)
+        path = COMM.bcast(str(path) if path else None)
+    if "racing" in args.searches:
+        res, _ = selective(space, target, states, "racing", args)
+        add("selective racing (cold)", res)
+    if "warm" in args.searches and "grid" in args.searches:
+        warm = Model.load(path, tolerance=args.tolerance, confidence=args.confidence, min_samples=args.min_samples)
+        res, _ = selective(space, target, states, "grid", args, model=warm)
+        say(f"# warm search alone: {res.tuning_wall_time_s:.3g} s, model rescaled by {res.calibration}")
+        add("selective grid (warm, incl. its cold search)", res, extra_wall=cold_wall)
 
     if args.recheck > 0:
         # the same full runs again, minutes later: a prediction cannot be judged more finely than
@@ -311,6 +322,9 @@ def main() -> None:
     for s in states.values():
         if hasattr(s, "free"):
             s.free()
+    if COMM.Get_rank() == 0 and path:
+        import shutil
+        shutil.rmtree(Path(path).parent, ignore_errors=True)      # the saved model's temporary folder
 
 
 if __name__ == "__main__":

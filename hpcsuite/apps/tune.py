@@ -64,6 +64,8 @@ SCHEMA = dk.Schema({
         "compare_full": dk.Bool(default=False, help="also run every configuration fully"),
         "iterations": dk.Int(default=1, min=1, help="runs of each configuration (later runs skip what "
                                                     "earlier ones made steady); times are per run"),
+        "adaptive": dk.Bool(default=True, help="iterations is the most runs: a configuration stops once a "
+                                               "run executed no kernel or its runs agree to the tolerance"),
         "full_repeats": dk.Int(default=0, min=0, help="full runs per configuration with compare_full "
                                                       "(median kept; 0: as many as iterations)"),
         "remeasure": dk.Int(default=3, min=0, help="interleaved runs of each finalist (the configurations "
@@ -220,7 +222,8 @@ def run(deck, ctx) -> int:
     tuner = Autotuner(space, target.run, strategy=t.strategy, mode=t.mode, tolerance=t.tolerance,
                       confidence=t.confidence, min_samples=t.min_samples, samples=t.samples or None,
                       model=model, comm=team.comm, seed=t.seed, progress=progress, prepare=target.prepare,
-                      iterations=t.iterations, remeasure=t.remeasure, calibrate=t.calibrate)
+                      iterations=t.iterations, remeasure=t.remeasure, calibrate=t.calibrate,
+                      adaptive=t.adaptive)
     if shard is not None:                 # one task of a job array: every count-th configuration
         k, count = shard
         tuner.configs = tuner.configs[k::count]

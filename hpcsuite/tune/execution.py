@@ -75,7 +75,7 @@ from ..runtime import comm_hooks, compute_hooks
 from ..runtime.waiting import wait as _wait, waitall as _waitall
 from .stats import Model
 
-__all__ = ["Execution", "ExecutionResult", "Abandoned", "MODES", "run_full"]
+__all__ = ["Execution", "ExecutionResult", "Abandoned", "MODES", "run_full", "channel_id"]
 
 MODES = ("profile", "selective", "skeleton")
 _PATH_TAG = 32731                      # tag of the path messages that precede point-to-point data
@@ -94,6 +94,26 @@ _SKIPPABLE = {"Barrier", "Bcast", "Ibcast", "Allreduce", "Allgather", "Allgather
 # neighbourhood exchanges, started as NAME and completed as NAME_wait: PGAS halo updates and the
 # ghost-row exchange of the distributed sparse matrix (solvers.sparse)
 _NEIGHBOURHOOD = {"Halo", "Ghosts"}
+
+
+_CHANNELS = {"keyval": None, "next": 0}
+
+
+def channel_id(comm) -> int:
+    """A number for ``comm`` that no other communicator of this process has had, kept in an MPI
+    attribute (``Comm.Create_keyval``): the statistics this rank sent on it are remembered under
+    it. Not the handle (``py2f``): MPI hands a freed communicator's handle to the next one made,
+    whose members may differ, and the new one must start from nothing sent (measured: MPICH
+    reuses the handle of a freed ``Dup`` at once). A ``Dup`` does not copy it. Local."""
+    kv = _CHANNELS["keyval"]
+    if kv is None:
+        kv = _CHANNELS["keyval"] = MPI.Comm.Create_keyval()
+    cid = comm.Get_attr(kv)
+    if cid is None:
+        cid = _CHANNELS["next"]
+        _CHANNELS["next"] = cid + 1
+        comm.Set_attr(kv, cid)
+    return cid
 
 
 class Abandoned(Exception):
@@ -177,6 +197,10 @@ class Execution:
         self._halo_pending: dict = {}  # halo exchanges started and not yet waited for
         self._own = [0.0, 0.0]         # this rank's own computation and communication time
         self._busy = False             # inside an intercepted kernel: nested calls run plainly
+        # diagnostics (bench/tune_signatures.py): when a dict, every kernel execution of a
+        # selective run is counted here by (reason, kernel name); see :meth:`_why`
+        self.why: dict | None = None
+        self._calls: dict = {}         # key -> calls this run (executed and skipped): the shares
 
     # ------------------------------------------------------------------ context
     def __enter__(self) -> "Execution":
@@ -192,6 +216,7 @@ class Execution:
     def __exit__(self, exc_type, exc, tb) -> None:
         for cm in reversed(self._stack):
             cm.__exit__(None, None, None)
+        self._tally()
         if exc_type is not None:
             return
         self._glue()
@@ -208,6 +233,8 @@ class Execution:
         total, comp, comm = (float(x) for x in every[crit, [0, 6, 7]])
         r.critical_rank = crit
         r.breakdown = {"computation": comp, "communication": comm, "idle": max(total - comp - comm, 0.0)}
+        if self.mode != "skeleton" and not buf[4]:
+            self.model.note_shares({k: e + s for k, (e, s) in self._calls.items()}, r.predicted)
         if buf[4]:
             raise Abandoned(r.predicted, self.abandon_above)
 
@@ -221,15 +248,22 @@ class Execution:
         self._last = now
 
     def _count(self, key, skipped: bool) -> None:
-        counts = self.result.counts
-        c = counts.get(key[1])
+        c = self._calls.get(key)
         if c is None:
-            c = counts[key[1]] = [0, 0]
+            c = self._calls[key] = [0, 0]
         c[1 if skipped else 0] += 1
-        if skipped:
-            self.result.skipped += 1
-        else:
-            self.result.executed += 1
+
+    def _tally(self) -> None:
+        """Counts by kernel name and in all, from the per-key counts (at the end of a run)."""
+        counts = self.result.counts
+        for key, (e, s) in self._calls.items():
+            c = counts.get(key[1])
+            if c is None:
+                c = counts[key[1]] = [0, 0]
+            c[0] += e
+            c[1] += s
+            self.result.executed += e
+            self.result.skipped += s
 
     def _steady(self, key) -> bool:
         if self.mode == "skeleton" or self.path[4]:
@@ -238,8 +272,16 @@ class Execution:
             return False
         memo = self._steady_memo.get(key)
         if memo is None:
-            steady = self.model.steady(key)
-            memo = self._steady_memo[key] = (steady, self.model.mean(key) if steady else 0.0)
+            share = None
+            if key not in self.model.share:      # no run recorded its share yet: this run's so far
+                s = self.model.kernels.get(key)
+                c = self._calls.get(key)
+                path = self.path[0]
+                share = min((sum(c) + 1) * s.mean / path, 1.0) if s is not None and c and path > 0 else 1.0
+            # (keyword only when set: a Model subclass may override steady(key) / mean(key))
+            kw = {} if share is None else {"share": share}
+            steady = self.model.steady(key, **kw)
+            memo = self._steady_memo[key] = (steady, self.model.mean(key, **kw) if steady else 0.0)
         return memo[0]
 
     def _charge(self, key, comm: bool) -> float:
@@ -267,6 +309,27 @@ class Execution:
         self._count(key, False)
         return res, t
 
+    def _why(self, key, reason: str | None = None) -> None:
+        """Count why ``key`` executes (diagnostics only, ``self.why`` set): ``reason`` when the
+        caller knows it (not skippable, another rank not steady, ...), else from the model:
+        a signature never seen, too few samples, or a confidence interval wider than the
+        tolerance."""
+        if self.mode != "selective":
+            return
+        if reason is None:
+            m = self.model
+            s = m.merged(key) if key in m.remote else m.kernels.get(key)
+            if s is None or s.n == 0:
+                reason = "new signature"
+            elif s.n < max(m.min_samples, 2):
+                reason = "too few samples"
+            elif s.mean <= 0 or m.z * s.stderr / s.mean >= m.tolerance_of(key, 1.0):
+                reason = "interval wider than tolerance"
+            else:
+                reason = "steady (model)"
+        k = (reason, key[1])
+        self.why[k] = self.why.get(k, 0) + 1
+
     # ------------------------------------------------------------------ computation kernels
     def _on_compute(self, name, key, flops, reset, fn, args, kwargs):
         if self._busy:                       # inside another kernel: part of it
@@ -285,6 +348,8 @@ class Execution:
                 self._busy = False
             t = self._charge(k, comm=False)
         else:
+            if self.why is not None:
+                self._why(k, "not skippable yet" if self.mode == "selective" and self._steady(k) else None)
             if reset is not None and (self._skipped_any or self.path[3]):
                 reset()                      # stale inputs after skips: make them well-conditioned
                 self._last = time.perf_counter()    # the reset is not charged to the path
@@ -321,11 +386,13 @@ class Execution:
         k = ("comm", name, team.size, int(nbytes))
         if name not in _COLLECTIVE:
             # local completion calls (Wait) and one-sided point-to-point: timed, never skipped
+            if self.why is not None:
+                self._why(k, "never skipped (" + name + ")")
             self._last = time.perf_counter()
             res, t = self._timed(k, fn, args, kwargs)
         else:
             mine = self._steady(k) and name in _SKIPPABLE
-            ch = ("c", team.comm.py2f())
+            ch = ("c", channel_id(team.comm))
             payload = self._delta(ch)
             buf = np.array([*self.path, 0.0 if mine else 1.0, len(payload) if payload else 0.0])
             _wait(team.comm.Iallreduce(MPI.IN_PLACE, buf, op=MPI.MAX))   # merge paths, agree
@@ -336,6 +403,9 @@ class Execution:
             if buf[5] == 0.0:
                 t, res = self._charge(k, comm=True), None
             else:
+                if self.why is not None:
+                    self._why(k, "not skippable (" + name + ")" if name not in _SKIPPABLE else
+                              "another rank not steady" if mine else None)
                 self._last = time.perf_counter()
                 res, t = self._timed(k, fn, args, kwargs)
         self.path[0] += t
@@ -351,7 +421,7 @@ class Execution:
         # only) take different times than the middle, and one key for all would never be steady
         k = ("comm", "Sendrecv", 2, int(nbytes), int(sends), int(receives))
         mine = self._steady(k)
-        h = team.comm.py2f()
+        h = channel_id(team.comm)
         payload = self._delta(("p", h, dest)) if sends else None
         out = np.array([*self.path, 1.0 if mine else 0.0, len(payload) if payload else 0.0])
         inn = out.copy()
@@ -375,10 +445,14 @@ class Execution:
         self._check_bound()
         self._last = time.perf_counter()
         if do_send == sends and do_recv == receives:        # all of this rank's part runs
+            if self.why is not None:
+                self._why(k, "sender not steady" if mine else None)
             _, t = self._timed(k, fn, args, kwargs)
         elif not do_send and not do_recv:
             t = self._charge(k, comm=True)
         else:                                               # half skipped: time it, keep no sample
+            if self.why is not None:
+                self._why(k, "half of a Sendrecv")
             t0 = time.perf_counter()
             if do_recv:
                 _wait(team.comm.Irecv(recvbuf, source, recvtag))
@@ -404,7 +478,7 @@ class Execution:
         peers = sorted(set(request_peers))
         k = ("comm", name, len(peers), len(request_peers) // 2, int(nbytes))
         mine = self._steady(k)
-        h = team.comm.py2f()
+        h = channel_id(team.comm)
         payloads = [self._delta(("p", h, q)) for q in peers]
         outs = [np.array([*self.path, 1.0 if mine else 0.0, len(pl) if pl else 0.0]) for pl in payloads]
         ins = [np.empty(7) for _ in peers]

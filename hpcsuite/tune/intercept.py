@@ -49,6 +49,7 @@ import contextlib
 
 from mpi4py import MPI
 
+from ..runtime import Team
 from ..runtime.comm_hooks import current_interceptor, observed
 
 __all__ = ["intercept", "intercept_world", "InterceptedComm"]
@@ -175,6 +176,9 @@ def intercept_world():
     if isinstance(world, InterceptedComm):
         yield world
         return
+    # the world team is made once and kept (runtime.Team.world); made here first, inside, it
+    # would keep the intercepted communicator after the context exits: make it now (local)
+    Team.world()
     MPI.COMM_WORLD = seen = intercept(world)
     try:
         yield seen

@@ -13,6 +13,29 @@ steady when its own statistics are, or when the merge of all snapshots (Chan et 
 merge of count, mean and M2, as the reference tool merges them) is. Snapshots are keyed by the rank
 that measured them and replaced by newer ones (larger count), never added twice, so a sample that
 travels two routes is counted once.
+
+The tolerance is the path's, shared out by weight: a kernel that takes the fraction ``share`` of
+the predicted path (its calls per run times its mean, over the path, from the last run that
+charged or timed it: :meth:`Model.note_shares`) is steady once ``z * stderr / mean < tolerance /
+sqrt(share)`` (at most :data:`MAX_HALF_WIDTH`). The squares of the kernels' absolute half-widths
+times their calls then add up to at most ``(tolerance * path)**2`` (their errors are independent
+and add in quadrature), so the path is known to the tolerance while a kernel of a hundredth of it
+needs a 10x wider interval than one kernel that is the whole path. Measured (bench/RESULTS.md,
+issue 24, "What a later configuration still executes"): with one interval per kernel, the 3 us
+``syrk`` of block 32 (1 % of the path, 4,096 calls per run, preemptions of milliseconds on a
+shared machine) was never steady after 20,000 samples, and such intervals were 93 % of the
+kernel executions of a 16-configuration search. Before a kernel's first run its share is
+not recorded; an execution then passes its running estimate (the kernel's calls so far times its
+mean, over the path so far; 1 at the start of a run, the single-kernel criterion).
+
+Samples are clipped at :data:`CLIP_ABOVE_FASTEST` times the fastest one of the same kernel on the
+same rank before they enter the moments (winsorised from above). Descheduling, interrupts and page
+faults only ever add time, and a kernel of a few microseconds preempted for milliseconds would
+otherwise lift its mean, and so the charge of every later skipped call, far above any full run:
+measured (bench/RESULTS.md, issue 24, fourteenth session), the 2-rank Cholesky deck of the tests
+over-predicted by a mean 0.09-0.34 (median 0.14, 32 runs) without clipping and 0.08-0.18 (median
+0.11, 36 runs) with it. A kernel whose times genuinely differ by more than 2x between calls with one key (in
+and out of cache) is charged less than its mean; keys carry the shapes, which decide most of that.
 """
 from __future__ import annotations
 
@@ -23,7 +46,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from statistics import NormalDist
 
-__all__ = ["KernelStats", "Model", "z_value", "merge_moments"]
+__all__ = ["KernelStats", "Model", "z_value", "merge_moments", "MAX_HALF_WIDTH", "CLIP_ABOVE_FASTEST"]
+
+#: A sample counts as at most this many times the fastest sample of its kernel (see the notes).
+CLIP_ABOVE_FASTEST = 2.0
+
+#: The widest relative half-width a kernel is ever skipped with, however small its share: a mean
+#: from a few samples known to no better than itself is charged for nothing.
+MAX_HALF_WIDTH = 0.5
 
 
 def z_value(confidence: float) -> float:
@@ -63,14 +93,20 @@ def _unmerge(total: tuple, part: tuple) -> tuple:
 
 @dataclass
 class KernelStats:
-    """Running count, mean and sum of squared deviations (Welford) of one kernel's time."""
+    """Running count, mean and sum of squared deviations (Welford) of one kernel's time, each
+    sample clipped at :data:`CLIP_ABOVE_FASTEST` times the fastest so far (see the module notes)."""
 
     n: int = 0
     mean: float = 0.0
     m2: float = 0.0
     skipped: int = 0
+    fastest: float = math.inf
 
     def add(self, t: float) -> None:
+        if t < self.fastest:
+            self.fastest = t
+        if self.fastest > 0.0:
+            t = min(t, CLIP_ABOVE_FASTEST * self.fastest)
         self.n += 1
         d = t - self.mean
         self.mean += d / self.n
@@ -115,6 +151,27 @@ class Model:
         self.changes: list = []                    # (origin, key) log of changes, for sharing
         self.origin: int | None = None             # this rank's id in the snapshots (world rank)
         self.sent: dict = {}                       # channel -> position in ``changes`` sent up to
+        self.share: dict[tuple, float] = {}        # key -> its fraction of the last path that had it
+
+    def tolerance_of(self, key: tuple, share: float | None = None) -> float:
+        """The relative half-width ``key`` must reach: ``tolerance / sqrt(share)``, at most
+        :data:`MAX_HALF_WIDTH` (see the module notes); ``share`` is used for a kernel whose
+        share no earlier run recorded (an execution's running estimate), else 1. Local."""
+        share = self.share.get(key, 1.0 if share is None else share)
+        if share >= 1.0:
+            return self.tolerance
+        return min(self.tolerance / math.sqrt(max(share, 1e-12)), max(MAX_HALF_WIDTH, self.tolerance))
+
+    def note_shares(self, calls: dict, path: float) -> None:
+        """Record each kernel's share of a run's predicted ``path``: ``calls`` maps a key to its
+        calls in that run (executed and skipped); its mean here times its calls, over the path.
+        Local (each rank its own calls; the skip decisions of collectives are agreed anyway)."""
+        if not path > 0:
+            return
+        for k, c in calls.items():
+            s = self.kernels.get(k)
+            m = s.mean if s is not None and s.n else (self.merged(k).mean if k in self.remote else 0.0)
+            self.share[k] = min(c * m / path, 1.0)
 
     def stats(self, key: tuple) -> KernelStats:
         s = self.kernels.get(key)
@@ -122,19 +179,22 @@ class Model:
             s = self.kernels[key] = KernelStats()
         return s
 
-    def steady(self, key: tuple) -> bool:
+    def steady(self, key: tuple, share: float | None = None) -> bool:
         """Whether ``key`` may be skipped: its own statistics, or the merge with the other ranks'
-        snapshots, have a relative confidence half-width below the tolerance. Local."""
+        snapshots, have a relative confidence half-width below its tolerance
+        (:meth:`tolerance_of`). Local."""
+        tol = self.tolerance_of(key, share)
         s = self.kernels.get(key)
-        if s is not None and s.steady(self.z, self.tolerance, self.min_samples):
+        if s is not None and s.steady(self.z, tol, self.min_samples):
             return True
-        return key in self.remote and self.merged(key).steady(self.z, self.tolerance, self.min_samples)
+        return key in self.remote and self.merged(key).steady(self.z, tol, self.min_samples)
 
-    def mean(self, key: tuple) -> float:
+    def mean(self, key: tuple, share: float | None = None) -> float:
         """The time charged for a skipped ``key``: its own mean when its own statistics are steady
         (a kernel may take different times on different ranks), else the merged mean. Local."""
         s = self.kernels.get(key)
-        if key not in self.remote or (s is not None and s.steady(self.z, self.tolerance, self.min_samples)):
+        if key not in self.remote or (s is not None and s.steady(self.z, self.tolerance_of(key, share),
+                                                                 self.min_samples)):
             return s.mean if s is not None else 0.0
         return self.merged(key).mean
 
@@ -198,6 +258,7 @@ class Model:
         for s in self.kernels.values():
             s.mean *= factor
             s.m2 *= f2
+            s.fastest *= factor
         self._loaded = {k: (n, m * factor, q * f2) for k, (n, m, q) in self._loaded.items()}
         for snaps in self.remote.values():
             for o, (n, m, q) in list(snaps.items()):
@@ -236,6 +297,7 @@ class Model:
         m = cls(**params)
         for row in data["kernels"]:
             k = _tupled(row["key"])
+            # (the fastest sample is not kept: new samples, on this machine, clip against their own)
             m.kernels[k] = KernelStats(row["n"], row["mean"], row["m2"])
             m._loaded[k] = (row["n"], row["mean"], row["m2"])
         return m

@@ -40,6 +40,17 @@ communication and idle (synchronisation) on the critical path's last rank (see
 two middle runs' breakdowns for an even count), so the parts add up to ``predicted_time``; the
 chosen configuration's is ``TuningResult.best_breakdown``. The plot stacks the three parts.
 
+Adaptive runs (``adaptive=True``, the default): ``iterations`` is the most runs a configuration
+gets. Its runs stop early once no rank executed any kernel in a run (every kernel charged from the
+model: a further run would charge the same means and re-measure only the program's own code
+between kernels), or once it has had two runs and the mean of its runs is known to the
+tolerance (relative confidence half-width of its runs below ``tolerance``, the criterion of a
+kernel applied to the configuration; racing first measures one spread without that stop, and
+the spreads of configurations stopped so are left out of the pooled noise, being selected small).
+Once the model is shared from the earlier configurations a
+later one so costs one or two selective runs instead of ``iterations``: measured, this is most of
+what it takes to tune faster than one full run of every configuration (bench/RESULTS.md, issue 24).
+
 Kernel statistics persist across configurations (later ones skip kernels that earlier ones made
 steady) and can be saved to / loaded from a model file. A configuration whose run raises is
 recorded as invalid with the reason, and the search goes on. With ``compare_full`` every valid
@@ -69,6 +80,8 @@ from .stats import Model
 __all__ = ["Space", "Autotuner", "TuningResult", "ConfigResult", "STRATEGIES"]
 
 STRATEGIES = ("grid", "random", "racing")
+# why adaptive runs stopped a configuration early (ConfigResult.stopped)
+STOP_NOTHING_RAN, STOP_RUNS_AGREE = "no kernel executed", "runs agree"
 
 
 class Space:
@@ -141,6 +154,7 @@ class ConfigResult:
     remeasured: list = field(default_factory=list)  # finalists: the interleaved runs after it
     full_runs: list = field(default_factory=list)   # compare_full: each full run's time
     breakdown: dict = field(default_factory=dict)   # computation / communication / idle of the prediction
+    stopped: str = ""                  # adaptive runs: why its runs stopped before ``iterations``
 
 
 @dataclass
@@ -258,6 +272,9 @@ class Autotuner:
         Rescale a warm ``model`` to the machine's current speed before the search.
     share : bool
         Send kernel statistics along the execution path (see :mod:`hpcsuite.tune.execution`).
+    adaptive : bool
+        Stop a configuration's runs early (see the module notes); ``False``: exactly
+        ``iterations`` runs each.
 
     Raises
     ------
@@ -270,7 +287,8 @@ class Autotuner:
                  min_samples: int = 3, samples: int | None = None, model: Model | None = None,
                  comm=None, seed: int = 0, progress: Callable | None = None,
                  prepare: Callable[[dict], object] | None = None, iterations: int = 1,
-                 remeasure: int = 3, finalists: int = 4, calibrate: bool = True, share: bool = True):
+                 remeasure: int = 3, finalists: int = 4, calibrate: bool = True, share: bool = True,
+                 adaptive: bool = True):
         if not isinstance(iterations, int) or isinstance(iterations, bool) or iterations < 1:
             raise ValueError(f"iterations must be an integer >= 1, got {iterations!r}")
         if not isinstance(remeasure, int) or isinstance(remeasure, bool) or remeasure < 0:
@@ -278,7 +296,7 @@ class Autotuner:
         if not isinstance(finalists, int) or isinstance(finalists, bool) or finalists < 1:
             raise ValueError(f"finalists must be an integer >= 1, got {finalists!r}")
         self.iterations, self.remeasure, self.max_finalists = iterations, remeasure, finalists
-        self.calibrate, self.share = bool(calibrate), bool(share)
+        self.calibrate, self.share, self.adaptive = bool(calibrate), bool(share), bool(adaptive)
         if strategy not in STRATEGIES:
             raise ValueError(f"strategy must be one of {', '.join(STRATEGIES)}, got {strategy!r}")
         if mode not in MODES:
@@ -318,6 +336,7 @@ class Autotuner:
         t0 = time.perf_counter()
         err = None
         predicted, executed, skipped, parts = [], 0, 0, []
+        stop = ""
         bound = self._bound(incumbent)
         try:
             program = self._program(cfg)
@@ -344,6 +363,11 @@ class Autotuner:
                     err = ("abandoned", f"slower than the best by more than the tolerance: Welch p = "
                                         f"{p:.2g} after {len(predicted)} runs")
                     break
+                # (never after the first run alone: its time holds the first-touch costs)
+                stop = self._known(predicted, ex.result.executed) if self.adaptive and 0 < it < self.iterations - 1 \
+                    else ""
+                if stop:
+                    break
         except Abandoned as exc:
             err = ("abandoned", f"predicted > {exc.bound:.4g} s after {exc.predicted:.4g} s")
         except Exception as exc:          # noqa: BLE001 - an invalid configuration, recorded
@@ -355,9 +379,23 @@ class Autotuner:
         if first is not None:
             return ConfigResult(cfg, first[0], reason=first[1].splitlines()[0][:200], tuning_time=dt,
                                 executed=executed, skipped=skipped, runs=predicted)
-        return ConfigResult(cfg, "ok", predicted_time=statistics.median(predicted), executed=executed,
+        # the prediction: the median of the runs after the first (first-touch costs), if any
+        warm = slice(1, None) if len(predicted) > 1 else slice(None)
+        return ConfigResult(cfg, "ok", predicted_time=statistics.median(predicted[warm]), executed=executed,
                             skipped=skipped, tuning_time=dt, runs=predicted,
-                            breakdown=median_breakdown(predicted, parts))
+                            breakdown=median_breakdown(predicted[warm], parts[warm]), stopped=stop)
+
+    def _known(self, runs: list, executed: int) -> str:
+        """Adaptive runs: why a configuration needs no further run (see the module notes), or
+        ``""``. Collective (the executed counts are summed; the predictions are the same on
+        every rank)."""
+        if self.comm.allreduce(executed) == 0:
+            return STOP_NOTHING_RAN
+        if len(runs) < 2 or (self.strategy == "racing" and self._noise() is None):
+            return ""                 # racing needs one spread measured without that selection
+        m = statistics.fmean(runs)
+        half = self.model.z * statistics.stdev(runs) / math.sqrt(len(runs))
+        return STOP_RUNS_AGREE if m > 0 and half / m < self.model.tolerance else ""
 
     # ------------------------------------------------------------------ statistics of the choice
     @staticmethod
@@ -367,9 +405,12 @@ class Autotuner:
 
     def _noise(self) -> tuple[float, int] | None:
         """Run-to-run relative variance pooled over the finished configurations, and its degrees
-        of freedom; ``None`` before any configuration had two runs to compare."""
+        of freedom; ``None`` before any configuration had two runs to compare. Configurations
+        whose adaptive runs stopped because they agreed are left out (a spread selected small)."""
         ss, df = 0.0, 0
         for r in self._done:
+            if r.stopped == STOP_RUNS_AGREE:   # stopped because its runs agreed: their spread is
+                continue                       # biased low by that selection, left out
             x = self._sample(r.runs)
             if len(x) >= 2:
                 m = statistics.fmean(x)

@@ -214,7 +214,7 @@ def test_snapshots_and_learning():
     m = Model(min_samples=2)
     m.origin = 0
     assert m.snapshot(0, KEY) is None and m.snapshot(1, KEY) is None
-    x = [1.0, 2.0, 4.0]
+    x = [1.0, 1.5, 1.9]                           # within 2x of the fastest: none clipped
     for t in x:
         m.record(KEY, t)
     assert m.snapshot(0, KEY) == pytest.approx(_moments(x))
@@ -239,7 +239,7 @@ def test_snapshots_and_learning():
 def test_rescale_multiplies_times():
     m = Model(min_samples=2)
     m.origin = 0
-    x = np.array([1.0, 1.5, 2.5])
+    x = np.array([1.0, 1.5, 1.9])                 # within 2x of the fastest: none clipped
     for t in x:
         m.record(KEY, float(t))
     m.learn(1, KEY, *_moments([2.0, 4.0]))

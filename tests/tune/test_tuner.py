@@ -58,8 +58,8 @@ class ScaledModel(Model):
 
     factor = 1.0
 
-    def mean(self, key):
-        return self.factor * super().mean(key)
+    def mean(self, key, **kw):
+        return self.factor * super().mean(key, **kw)
 
 
 def _search(team, model):
@@ -104,7 +104,7 @@ def test_iterations_skip_more_in_later_runs_and_compare_as_many_full_runs(team):
         run(cfg)
 
     tuner = Autotuner(space, counted, strategy="grid", tolerance=0.5, confidence=0.9, min_samples=2,
-                      iterations=4, remeasure=0)  # loose: 4 ranks on 2 cores are noisy
+                      iterations=4, remeasure=0, adaptive=False)  # loose: 4 ranks on 2 cores are noisy
     res = tuner.tune(compare_full=True)
     assert res.iterations == 4 and res.to_json()["iterations"] == 4
     # 4 selective + 4 full runs of each configuration (+ the skeleton warm-up of the first)
@@ -117,6 +117,27 @@ def test_iterations_skip_more_in_later_runs_and_compare_as_many_full_runs(team):
         # (accuracy: test_prediction_error_within_the_measured_noise_and_a_broken_model_outside)
     with pytest.raises(ValueError, match="iterations must be an integer >= 1"):
         Autotuner(space, counted, iterations=0)
+
+
+@pytest.mark.mpi
+def test_adaptive_runs_stop_a_configuration_whose_kernels_are_known(team):
+    """Parameter ``c`` changes nothing the kernels see, so once the first configuration made
+    them steady the others execute nothing in their first run and stop there (every rank alike);
+    ``adaptive=False`` gives every configuration all its runs."""
+    space = Space({"a": [1], "b": [1], "c": [0, 1, 2]})
+    res = Autotuner(space, make_run(team, steps=4), tolerance=0.5, confidence=0.9, min_samples=2,
+                    iterations=6, remeasure=0).tune()
+    first, *later = res.results
+    assert all(r.status == "ok" for r in res.results), res.table()
+    for r in res.results:
+        assert r.executed + r.skipped == len(r.runs) * 4 * 2 and len(r.runs) <= 6
+        assert (len(r.runs) < 6) is (r.stopped != "")
+    # loose (0.5, shares): 4 ranks on 2 cores still make their Allreduce steady after 6 runs
+    assert all(r.stopped for r in later) and sum(len(r.runs) for r in later) < 2 * 6, res.table()
+    assert team.allgather([len(r.runs) for r in res.results]) == [[len(r.runs) for r in res.results]] * team.size
+    fixed = Autotuner(space, make_run(team, steps=1), tolerance=0.5, confidence=0.9, min_samples=2,
+                      iterations=3, remeasure=0, adaptive=False).tune()
+    assert [len(r.runs) for r in fixed.results] == [3, 3, 3] and not any(r.stopped for r in fixed.results)
 
 
 @pytest.mark.mpi
@@ -172,7 +193,7 @@ def test_racing_drops_only_on_evidence_stronger_than_the_noise(team):
     space = Space({"c": [0, 1, 2, 3, 4, 5]})
     model = Model(tolerance=0.05, confidence=0.95, min_samples=2)
     tuner = Autotuner(space, make_noisy_run(team, slow={3}), strategy="racing", model=model, iterations=5,
-                      remeasure=2)
+                      remeasure=2, adaptive=False)   # every configuration's spread measured
     res = tuner.tune()
     status = {r.config["c"]: r.status for r in res.results}
     assert all(status[c] == "ok" for c in (0, 1, 2, 4, 5)), res.table()
@@ -245,9 +266,18 @@ def test_random_strategy_and_warm_model(team, shared_tmp):
     if team.rank == 0:
         t1.model.save(path)
     team.barrier()
-    warm = Model.load(path) if team.rank == 0 else Model.load(path)
+    # the warm search's tolerance from the noise the first search measured: the widest relative
+    # half-width of the saved kernels (the same file on every rank). With the default 5 % this
+    # test failed at loads of 9-17, when a 2 ms sleep's samples spread by more than that and no
+    # saved kernel was steady, so the warm search skipped nothing
+    saved = Model.load(path)
+    widest = max(saved.z * s.stderr / s.mean for s in saved.kernels.values() if s.n >= 2)
+    tol = max(1.05 * widest, 0.05)
+    if tol >= 0.99:
+        pytest.skip(f"the first search's kernels spread too much to be known to any tolerance ({widest:.2f})")
+    warm = Model.load(path, tolerance=tol)
     r2 = Autotuner(space, make_run(team, steps=4), strategy="random", samples=4, seed=3, model=warm).tune()
-    assert sum(r.skipped for r in r2.results) > sum(r.skipped for r in r1.results)
+    assert sum(r.skipped for r in r2.results) > sum(r.skipped for r in r1.results), (tol, r1.table(), r2.table())
 
 
 @pytest.mark.parametrize("kw,msg", [

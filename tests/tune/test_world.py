@@ -86,3 +86,38 @@ def test_world_context_restores_nests_and_intercepts_what_derives_from_it(team):
     assert MPI.COMM_WORLD is world
     assert ex.result.counts == {"Allreduce": [2, 0]}                # once each, not twice
     assert buf[0] == team.size * len(range(team.rank % 2, team.size, 2)) and buf[1] == team.size
+
+
+def test_the_world_team_made_first_inside_intercept_world_keeps_the_plain_communicator(monkeypatch):
+    """``Team.world()`` keeps the first team it makes: made first inside ``intercept_world()`` it
+    used to keep the intercepted communicator after the context exited."""
+    import hpcsuite.runtime.team as team_module
+    monkeypatch.setattr(team_module, "_WORLD", None)
+    with intercept_world() as seen:
+        assert isinstance(MPI.COMM_WORLD, InterceptedComm) and MPI.COMM_WORLD is seen
+        inside = Team.world()
+    assert Team.world() is inside and not isinstance(inside.comm, InterceptedComm)
+    assert inside.comm is MPI.COMM_WORLD
+
+
+def test_statistics_channels_are_per_communicator_not_per_handle():
+    """The record of what was sent on a communicator is kept under a number of its own: a freed
+    communicator's handle, reused by the next one, gets a new number (and so starts with nothing
+    sent), a ``Dup`` its own, and the same communicator (or an intercepted one on its handle)
+    keeps its number."""
+    from hpcsuite.tune import intercept
+    from hpcsuite.tune.execution import channel_id
+    a = MPI.COMM_SELF.Dup()
+    ida, handle = channel_id(a), a.py2f()
+    assert channel_id(a) == ida and channel_id(intercept(a)) == ida
+    d = a.Dup()
+    assert channel_id(d) != ida
+    a.Free()
+    b = MPI.COMM_SELF.Dup()
+    try:
+        assert channel_id(b) not in (ida, channel_id(d))
+        if b.py2f() != handle:
+            pytest.skip("this MPI did not reuse the freed handle (the case the number is for)")
+    finally:
+        b.Free()
+        d.Free()
