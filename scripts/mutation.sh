@@ -101,6 +101,10 @@ stats|hpcsuite.tune.stats.xǁModelǁrecord__mutmut_11|n & (n - 2) for n & (n - 1
 stats|hpcsuite.tune.stats.xǁModelǁsave__mutmut_7|json.dumps(indent=None) for indent=1: the same JSON document (load reads it alike)
 stats|hpcsuite.tune.stats.xǁModelǁsave__mutmut_9|indent left out: the same
 stats|hpcsuite.tune.stats.xǁModelǁsave__mutmut_10|indent=2: the same
+stats|hpcsuite.tune.stats.xǁKernelStatsǁadd__mutmut_1|t <= fastest for t < fastest: at equality it stores the same value (at most -0.0 for 0.0, equal in every comparison and product)
+stats|hpcsuite.tune.stats.xǁModelǁtolerance_of__mutmut_8|2.0 for 1.0 as the default share: every share >= 1 gives the plain tolerance
+stats|hpcsuite.tune.stats.xǁModelǁtolerance_of__mutmut_10|share > 1 for share >= 1: at share 1, min(tolerance / sqrt(1), max(MAX_HALF_WIDTH, tolerance)) is the tolerance exactly
+stats|hpcsuite.tune.stats.xǁModelǁnote_shares__mutmut_12|merged(k) also for a key no other rank sent: its merge is its own empty summary (or none), mean 0.0 as the else branch
 execution|hpcsuite.tune.execution.xǁExecutionǁ__init____mutmut_29|_prev/_prev_skipped are written but never read
 execution|hpcsuite.tune.execution.xǁExecutionǁ__init____mutmut_30|the same
 execution|hpcsuite.tune.execution.xǁExecutionǁ__init____mutmut_31|the same

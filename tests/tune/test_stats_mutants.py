@@ -308,3 +308,86 @@ def test_load_errors_name_the_file(tmp_path):
     bad.write_text("{not json")
     with pytest.raises(ValueError, match="^" + re.escape(f"tuning model {bad} is not valid JSON: ")):
         Model.load(bad)
+
+
+# ---------------------------------------------------------------- the tolerance shared out by weight
+# Own samples with a relative half-width of about 0.16 at 95 %: wider than the path's tolerance
+# 0.05, narrower than 0.05 / sqrt(0.04) = 0.25 (the tolerance of a kernel that is 4 % of the path).
+# All within 2x of the fastest (0.8): none clipped.
+OWN = [1.0, 1.2, 0.8, 1.0]
+OTHER = [3.0, 3.0, 3.0]                            # another rank's samples of the same kernel
+
+
+def _half_width(x, confidence=0.95):
+    return sps.norm.ppf(0.5 + confidence / 2) * sps.sem(x) / np.mean(x)
+
+
+def _model_with_own_samples():
+    m = Model(tolerance=0.05, confidence=0.95, min_samples=3)
+    m.origin = 0
+    for t in OWN:
+        m.record(KEY, t)
+    assert 0.05 < _half_width(OWN) < 0.25       # the premise of the tests below
+    return m
+
+
+def test_a_running_share_estimate_sets_the_tolerance_of_a_kernel_with_no_recorded_share():
+    from hpcsuite.tune.stats import MAX_HALF_WIDTH
+    m = _model_with_own_samples()
+    assert m.tolerance_of(KEY) == 0.05                       # no share at all: the whole path
+    assert m.tolerance_of(KEY, 0.04) == pytest.approx(0.05 / math.sqrt(0.04), rel=1e-12)
+    assert m.tolerance_of(KEY, 1e-4) == MAX_HALF_WIDTH       # 0.05 / 0.01 = 5, capped
+    # the running estimate decides steadiness and which mean is charged
+    assert not m.steady(KEY) and m.steady(KEY, share=0.04)
+    m.learn(1, KEY, *_moments(OTHER))
+    assert _half_width(OWN + OTHER) > 0.25                   # the merge is not steady either way
+    # own statistics steady at the kernel's tolerance: its own mean (times differ by rank) ...
+    assert m.mean(KEY, share=0.04) == pytest.approx(np.mean(OWN), rel=1e-12)
+    # ... else the merged one
+    assert m.mean(KEY) == pytest.approx(np.mean(OWN + OTHER), rel=1e-12)
+
+
+def test_a_recorded_share_wins_over_the_running_estimate():
+    m = _model_with_own_samples()
+    m.learn(1, KEY, *_moments(OTHER))
+    path = 4 * np.mean(OWN) / 0.04                           # 4 calls of KEY are 4 % of the path
+    m.note_shares({KEY: 4}, float(path))
+    assert m.share[KEY] == pytest.approx(0.04, rel=1e-12)
+    for estimate in (None, 1.0, 1e-4):
+        assert m.tolerance_of(KEY, estimate) == pytest.approx(0.25, rel=1e-12)
+    assert m.steady(KEY) and m.steady(KEY, share=1.0)
+    assert m.mean(KEY) == pytest.approx(np.mean(OWN), rel=1e-12)    # own steady at 0.25: own mean
+
+
+def test_a_share_is_a_fraction_of_the_path():
+    """A kernel is at most the whole path: a recorded share is at most 1, and a share (or running
+    estimate) of 1 or more gives the path's own tolerance, never a tighter one."""
+    m = _model_with_own_samples()
+    m.note_shares({KEY: 10}, 2.0)                 # charged 10 x 1.0 against a predicted path of 2
+    assert m.share[KEY] == 1.0 and m.tolerance_of(KEY) == 0.05
+    fresh = Model(tolerance=0.05)
+    for estimate in (1.0, 1.5, 3.0):
+        assert fresh.tolerance_of(KEY, estimate) == 0.05
+
+
+def test_shares_use_the_other_ranks_mean_when_this_rank_has_none():
+    m = Model(tolerance=0.05)
+    m.origin = 0
+    remote_only, empty_here = ("comm", "Bcast", 2, 64), ("comp", "potrf", (8,))
+    m.learn(1, remote_only, *_moments([2.0, 2.0, 4.0]))
+    m.stats(empty_here)                           # own statistics without a sample: as none
+    m.learn(2, empty_here, *_moments([1.0, 3.0]))
+    for t in (1.0, 1.0, 1.0):
+        m.record(KEY, t)
+    m.learn(3, KEY, *_moments([5.0, 5.0, 5.0]))   # own samples: its own mean, not the merge
+    m.note_shares({remote_only: 3, empty_here: 5, KEY: 2}, 40.0)
+    assert m.share[remote_only] == pytest.approx(3 * np.mean([2.0, 2.0, 4.0]) / 40, rel=1e-12)
+    assert m.share[empty_here] == pytest.approx(5 * 2.0 / 40, rel=1e-12)
+    assert m.share[KEY] == pytest.approx(2 * 1.0 / 40, rel=1e-12)
+
+
+@pytest.mark.parametrize("path", [0.0, -1.0, math.nan])
+def test_a_run_without_a_positive_path_records_no_share(path):
+    m = _model_with_own_samples()
+    m.note_shares({KEY: 3}, path)
+    assert m.share == {} and m.tolerance_of(KEY, 0.04) == pytest.approx(0.25, rel=1e-12)
