@@ -165,13 +165,17 @@ class Model:
     def note_shares(self, calls: dict, path: float) -> None:
         """Record each kernel's share of a run's predicted ``path``: ``calls`` maps a key to its
         calls in that run (executed and skipped); its mean here times its calls, over the path.
-        Local (each rank its own calls; the skip decisions of collectives are agreed anyway)."""
+        Local (each rank its own calls; the skip decisions of collectives are agreed anyway).
+        A kernel measured nowhere yet (a run that kept no samples, ``Execution(record=False)``)
+        gets no share: a share of 0 would give it the widest tolerance in the next run, however
+        much of the path it is; the running estimate of that run applies instead."""
         if not path > 0:
             return
         for k, c in calls.items():
             s = self.kernels.get(k)
             m = s.mean if s is not None and s.n else (self.merged(k).mean if k in self.remote else 0.0)
-            self.share[k] = min(c * m / path, 1.0)
+            if m > 0.0:
+                self.share[k] = min(c * m / path, 1.0)
 
     def stats(self, key: tuple) -> KernelStats:
         s = self.kernels.get(key)

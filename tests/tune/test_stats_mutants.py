@@ -391,3 +391,14 @@ def test_a_run_without_a_positive_path_records_no_share(path):
     m = _model_with_own_samples()
     m.note_shares({KEY: 3}, path)
     assert m.share == {} and m.tolerance_of(KEY, 0.04) == pytest.approx(0.25, rel=1e-12)
+
+
+def test_a_kernel_measured_nowhere_gets_no_share():
+    """A run that kept no samples (a configuration's first run) must not record a share of 0 for
+    the kernels it met: that would give them the widest tolerance (MAX_HALF_WIDTH) in the next
+    run however much of the path they are; their running estimate applies instead."""
+    m = Model(tolerance=0.05)
+    new = ("comp", "potrf", (96,))
+    m.note_shares({new: 100}, 1.0)
+    assert new not in m.share
+    assert m.tolerance_of(new, 0.81) == pytest.approx(0.05 / 0.9, rel=1e-12)
