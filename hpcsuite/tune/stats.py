@@ -34,8 +34,9 @@ faults only ever add time, and a kernel of a few microseconds preempted for mill
 otherwise lift its mean, and so the charge of every later skipped call, far above any full run:
 measured (bench/RESULTS.md, issue 24, fourteenth session), the 2-rank Cholesky deck of the tests
 over-predicted by a mean 0.09-0.34 (median 0.14, 32 runs) without clipping and 0.08-0.18 (median
-0.11, 36 runs) with it. A kernel whose times genuinely differ by more than 2x between calls with one key (in
-and out of cache) is charged less than its mean; keys carry the shapes, which decide most of that.
+0.11, 36 runs) with it. A kernel whose times genuinely differ by more than 2x between calls with
+one key (in and out of cache) is charged less than its mean; keys carry the shapes, which decide
+most of that.
 """
 from __future__ import annotations
 
