@@ -6,7 +6,8 @@
   (:func:`hpcsuite.pgas.manipulation.matmul`);
 * ``ufunc.reduce``: :func:`hpcsuite.pgas.reductions.ufunc_reduce` (associative ufuncs);
 * ``ufunc.accumulate``: the distributed scan :func:`hpcsuite.pgas.scan` (``add``, ``multiply``,
-  ``minimum``, ``maximum`` and other binary ufuncs it accepts; CPU arrays);
+  ``minimum``, ``maximum`` and other binary ufuncs it accepts; CPU and GPU arrays, the result on
+  the array's device);
 * ``reduceat``, ``outer``, ``at``: ``TypeError``.
 
 ``__array_function__``: the functions in :data:`FUNCTIONS`; any other NumPy function called with
@@ -33,9 +34,6 @@ __all__ = ["array_ufunc", "array_function", "array_operator", "FUNCTIONS", "inst
 def _accumulate(ufunc, a, axis=0, dtype=None, out=None):
     name = f"numpy.{ufunc.__name__}.accumulate"
     arith.check_dist(a, name)
-    if a.device.is_gpu:
-        raise TypeError(f"{name} is not supported on GPU DistArrays (the distributed scan runs on "
-                        f"the host); pgas.copy into a device='cpu' array first")
     if dtype is not None and np.dtype(dtype) != ufunc.accumulate(np.ones(1, a.dtype)).dtype:
         raise TypeError(f"{name} on DistArrays: dtype= other than the ufunc's own is not supported")
     if isinstance(out, tuple):
@@ -52,9 +50,6 @@ def _accumulate(ufunc, a, axis=0, dtype=None, out=None):
 def _cumulative(op, func):
     def fn(a, axis=None, dtype=None, out=None):
         arith.check_dist(a, func)
-        if a.device.is_gpu:
-            raise TypeError(f"{func} is not supported on GPU DistArrays (the distributed scan runs on "
-                            f"the host)")
         if axis is None and a.ndim > 1:
             raise TypeError(f"{func} on DistArrays: axis=None (the flattened scan) needs a 1-D array")
         if dtype is not None:
@@ -64,7 +59,7 @@ def _cumulative(op, func):
             r.auto_free = True
         return r
     fn.__name__ = func.rsplit(".", 1)[-1]
-    fn.__doc__ = f"``{func}`` through :func:`hpcsuite.pgas.scan` (CPU arrays). Collective."
+    fn.__doc__ = f"``{func}`` through :func:`hpcsuite.pgas.scan` (CPU and GPU arrays). Collective."
     return fn
 
 

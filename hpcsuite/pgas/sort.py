@@ -15,6 +15,13 @@ consecutive indices, plus an ``exscan`` (and, for block-cyclic layouts, an ``all
 totals, so no element moves and no temporary array is allocated. N-D arrays scan along ``axis``,
 through a temporary that leaves ``axis`` undistributed unless the array already does.
 
+GPU arrays (``device="gpu"``) scan ``"sum"`` / ``"prod"`` (``numpy.add`` / ``numpy.multiply``) on
+the device: the local part with the array module's ``cumsum`` / ``cumprod``, the prefix combined
+there too; only the per-block totals (one element per block) cross to the host for the MPI
+exscan / allreduce, and what comes before each block goes back. Other ops stage the local block
+through the host (CuPy's ``ufunc.accumulate`` implements add and multiply only): one copy down,
+the host scan, one copy up. The result is on the array's device either way.
+
 Examples
 --------
 With ``mpiexec -n 4``::
@@ -199,8 +206,15 @@ def _identity(fn, dtype: np.dtype):
     return None
 
 
+def _check_live(a, name: str) -> None:
+    """``ValueError`` unless ``a`` is a live DistArray (CPU or GPU: scans run on both). Local."""
+    if not isinstance(a, DistArray):
+        raise ValueError(f"scan: {name} must be a DistArray, got {type(a).__name__}")
+    a.check_alive()
+
+
 def _check_scan(a, op, exclusive, out, axis):
-    check_array(a, "scan")
+    _check_live(a, "a")
     fn = resolve_op(op, "scan")
     axis = _scan_axis(a, axis)
     if not isinstance(exclusive, (bool, np.bool_)):
@@ -211,7 +225,7 @@ def _check_scan(a, op, exclusive, out, axis):
         raise ValueError(f"scan: exclusive=True needs an op with an identity for dtype {rdt}; "
                          f"op {op!r} has none")
     if out is not None:
-        check_array(out, "scan", "out")
+        _check_live(out, "out")
         check_same(a, out, "scan", ("a", "out"))
     return fn, axis, rdt, ident
 
@@ -225,9 +239,32 @@ def _work_layout(a: DistArray, axis: int):
     return tuple(NONE if d == axis else BLOCKED for d in range(a.ndim)), None
 
 
-def _shift(incl: np.ndarray, first, axis: int) -> np.ndarray:
+#: ops whose local scan runs on a GPU array's device: the array module's function for it
+_DEVICE_SCANS = {np.add: "cumsum", np.multiply: "cumprod"}
+
+
+def _local_xp(device, fn):
+    """The array module the local part of a scan runs in: the device's for GPU arrays and ops in
+    :data:`_DEVICE_SCANS`, else NumPy (a GPU array's block is then staged through the host: CuPy's
+    ``ufunc.accumulate`` implements add and multiply only)."""
+    return device.xp if device.is_gpu and fn in _DEVICE_SCANS else np
+
+
+def _put(xp, device, host):
+    """Small host data (block totals, prefixes) where the scan computes: a copy up on the device."""
+    return host if xp is np else device.asarray(host)
+
+
+def _accumulate(xp, x, fn, rdt, axis: int):
+    """``fn.accumulate`` along ``axis`` in ``xp`` (the device: its ``cumsum`` / ``cumprod``)."""
+    if xp is np:
+        return fn.accumulate(x, axis=axis, dtype=rdt)
+    return getattr(xp, _DEVICE_SCANS[fn])(x, axis=axis, dtype=rdt)
+
+
+def _shift(incl, first, axis: int, xp=np):
     """The exclusive scan from the inclusive one along ``axis``: ``first``, then ``incl`` shifted."""
-    res = np.empty_like(incl)
+    res = xp.empty_like(incl)
     head, body, before = ([slice(None)] * incl.ndim for _ in range(3))
     head[axis], body[axis], before[axis] = slice(0, 1), slice(1, None), slice(0, -1)
     res[tuple(head)] = first
@@ -237,8 +274,10 @@ def _shift(incl: np.ndarray, first, axis: int) -> np.ndarray:
 
 def _scan_block_nd(src: DistArray, dst: DistArray, fn, axis: int, rdt, exclusive: bool, ident) -> None:
     """Scan along ``axis``, which ``src``'s pattern (also ``dst``'s) does not distribute."""
-    incl = fn.accumulate(src.local, axis=axis, dtype=rdt)
-    dst.local[...] = _shift(incl, ident, axis) if exclusive else incl
+    dev = src.device
+    xp = _local_xp(dev, fn)
+    incl = _accumulate(xp, dev.to_host(src.local) if xp is np else src.local, fn, rdt, axis)
+    dst.local[...] = dev.asarray(_shift(incl, ident, axis, xp) if exclusive else incl)
 
 
 def _masked(fn):
@@ -262,29 +301,32 @@ def _rounds(pattern, unit: int) -> tuple[int, int]:
     return m.b, -(-nblocks // m.p)
 
 
-def _accumulate_rows(rows: np.ndarray, fn, rdt) -> np.ndarray:
+def _accumulate_rows(rows, fn, rdt, xp=np):
     """``fn.accumulate`` along each row. Many short rows (block-cyclic blocks) go column by column:
-    NumPy's ``accumulate`` makes one inner-loop call per row, which is slow for rows of a few."""
-    if rows.shape[1] >= rows.shape[0]:
-        return fn.accumulate(rows, axis=1, dtype=rdt)
+    NumPy's ``accumulate`` makes one inner-loop call per row, which is slow for rows of a few
+    (a device ``cumsum`` / ``cumprod`` along the rows is one kernel whatever the shape)."""
+    if xp is not np or rows.shape[1] >= rows.shape[0]:
+        return _accumulate(xp, rows, fn, rdt, 1)
     out = rows.astype(rdt)
     for j in range(1, rows.shape[1]):
         fn(out[:, j - 1], out[:, j], out=out[:, j])
     return out
 
 
-def _prefixed(rows: np.ndarray, pv, pm, fn, rdt, exclusive: bool, ident) -> np.ndarray:
-    """Blocks' own inclusive prefixes ``rows`` (one block a row) combined with what comes before
-    each block (``pv`` where ``pm``); exclusive scans shift each row by one."""
+def _prefixed(rows, pv, pm, fn, rdt, exclusive: bool, ident, xp=np, device=None):
+    """Blocks' own inclusive prefixes ``rows`` (one block a row, in ``xp``) combined with what
+    comes before each block (host ``pv`` where ``pm``, copied to ``device`` when ``xp`` is its
+    module); exclusive scans shift each row by one."""
+    f = fn if xp is np else getattr(xp, fn.__name__)
     incl = rows
     if pm.any():
         with np.errstate(all="ignore"):           # fn also runs on the placeholders it discards
-            incl = fn(pv[:, None], rows).astype(rdt, copy=False)
+            incl = f(_put(xp, device, pv)[:, None], rows).astype(rdt, copy=False)
         if not pm.all():
-            incl = np.where(pm[:, None], incl, rows)
+            incl = xp.where(_put(xp, device, pm)[:, None], incl, rows)
     if not exclusive:
         return incl
-    return _shift(incl, np.where(pm, pv, ident).astype(rdt)[:, None], 1)
+    return _shift(incl, _put(xp, device, np.where(pm, pv, ident).astype(rdt))[:, None], 1, xp)
 
 
 def _ufunc_op(fn, rdt) -> MPI.Op:
@@ -338,26 +380,30 @@ def _scan_1d(src: DistArray, dst: DistArray, fn, rdt, exclusive: bool, ident) ->
     totals, then a local prefix over the rounds) combined with the earlier units' blocks of its
     own round (an exscan of the per-round totals). BLOCKED is the one-round case: one exscan.
     """
-    team, pat = src.team, src.pattern
+    team, pat, dev = src.team, src.pattern, src.device
+    xp = _local_xp(dev, fn)
     block, rounds = _rounds(pat, team.rank)
     x = pat.storage_to_local(src.local).reshape(-1)
+    if xp is np:
+        x = dev.to_host(x)                        # GPU array, op not scanned there: staged
     nfull = x.size // block
-    head = _accumulate_rows(x[:nfull * block].reshape(nfull, block), fn, rdt)
-    tail = fn.accumulate(x[nfull * block:], dtype=rdt)[None, :]
+    head = _accumulate_rows(x[:nfull * block].reshape(nfull, block), fn, rdt, xp)
+    tail = _accumulate(xp, x[nfull * block:], fn, rdt, 0)[None, :]
     totals = np.full(rounds, 0 if ident is None else ident, rdt)
     valid = np.zeros(rounds, bool)
-    totals[:nfull], valid[:nfull] = head[:, -1], True
+    # the block totals (one element per block) go to the host for MPI
+    totals[:nfull], valid[:nfull] = dev.to_host(head[:, -1]), True
     if tail.size:
-        totals[nfull], valid[nfull] = tail[0, -1], True
+        totals[nfull], valid[nfull] = dev.to_host(tail[0, -1:])[0], True
     if ident is not None:
         pv, pm = _before_blocks_buffers(team, totals, rounds, fn, rdt, ident)
     else:
         pv, pm = _before_blocks_objects(team, totals, valid, rounds, fn, rdt)
-    parts = [_prefixed(head, pv[:nfull], pm[:nfull], fn, rdt, exclusive, ident).reshape(-1)]
+    parts = [_prefixed(head, pv[:nfull], pm[:nfull], fn, rdt, exclusive, ident, xp, dev).reshape(-1)]
     if tail.size:
         parts.append(_prefixed(tail, pv[nfull:nfull + 1], pm[nfull:nfull + 1], fn, rdt, exclusive,
-                               ident).reshape(-1))
-    dst.local[...] = pat.local_to_storage(np.concatenate(parts))
+                               ident, xp, dev).reshape(-1))
+    dst.local[...] = dev.asarray(pat.local_to_storage(xp.concatenate(parts)))
 
 
 def scan(a: DistArray, op="sum", exclusive: bool = False, out: DistArray | None = None,
@@ -367,15 +413,16 @@ def scan(a: DistArray, op="sum", exclusive: bool = False, out: DistArray | None 
     Parameters
     ----------
     a : DistArray
-        Any distribution.
+        Any distribution, CPU or GPU (``"sum"`` / ``"prod"`` scan on the device; other ops stage
+        each unit's block through the host; the result is on ``a``'s device).
     op : {"sum", "prod", "min", "max"} or binary numpy.ufunc
         Assumed associative. "sum" and "prod" promote small integers as ``numpy.cumsum`` does.
     exclusive : bool
         Element ``i`` combines the elements before ``i`` only; the first is the op's identity
         (0 for "sum", 1 for "prod", the dtype's largest / smallest value for "min" / "max").
     out : DistArray, optional
-        Where the result goes (any pattern, same shape and team; values cast to its dtype; may be
-        ``a``). By default a new array with ``a``'s pattern.
+        Where the result goes (any pattern and device, same shape and team; values cast to its
+        dtype; may be ``a``). By default a new array with ``a``'s pattern and device.
     axis : int, optional
         The axis to scan along: required for N-D arrays; for 1-D arrays the global order.
 
@@ -392,7 +439,7 @@ def scan(a: DistArray, op="sum", exclusive: bool = False, out: DistArray | None 
     """
     fn, axis, rdt, ident = _check_scan(a, op, exclusive, out, axis)
     if out is None:
-        out = empty(a.shape, rdt, dist=a.dist, team=a.team, grid=a.grid)
+        out = empty(a.shape, rdt, dist=a.dist, team=a.team, grid=a.grid, device=a.device)
     if a.size == 0:
         return out
     layout = _work_layout(a, axis)
@@ -400,12 +447,13 @@ def scan(a: DistArray, op="sum", exclusive: bool = False, out: DistArray | None 
     try:
         src = a
         if layout is not None:
-            src = empty(a.shape, rdt, dist=layout[0], team=a.team, grid=layout[1])
+            src = empty(a.shape, rdt, dist=layout[0], team=a.team, grid=layout[1], device=a.device)
             temps.append(src)
             copy(a, src)
-        dst = out if out.pattern == src.pattern else (src if temps else None)
+        here = out.pattern == src.pattern and out.device.is_gpu == a.device.is_gpu
+        dst = out if here else (src if temps else None)
         if dst is None:
-            dst = empty(a.shape, rdt, dist=a.dist, team=a.team, grid=a.grid)
+            dst = empty(a.shape, rdt, dist=a.dist, team=a.team, grid=a.grid, device=a.device)
             temps.append(dst)
         if a.ndim == 1:
             _scan_1d(src, dst, fn, rdt, bool(exclusive), ident)
@@ -416,6 +464,7 @@ def scan(a: DistArray, op="sum", exclusive: bool = False, out: DistArray | None 
     finally:
         for t in temps:
             t.free()
+    out.device.synchronize()                      # device work done before the barrier
     a.team.barrier()                              # out is complete everywhere before any reads
     return out
 

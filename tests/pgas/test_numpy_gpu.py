@@ -1,6 +1,7 @@
 """NumPy on DistArrays with device="gpu": results stay on the device (CuPy local blocks), NumPy
 operands are copied to the device, same-pattern operations move nothing between host and device;
-reductions, transpose, @, where/clip/astype and the namespace against NumPy on the gathered arrays.
+reductions, transpose, @, where/clip/astype, scans and the namespace against NumPy on the gathered
+arrays.
 Skipped where no GPU is usable; on CPU-only machines run with the CuPy stand-in
 (``PYTHONPATH=tests/fakegpu``, as scripts/run_tests.sh's GPU stage does)."""
 import numpy as np
@@ -88,8 +89,10 @@ def test_gpu_reductions_and_functions(team):
     rows.free()
     xp = a.__array_namespace__()
     check(xp.sum(xp.sqrt(xp.abs(a)), axis=1), np.sqrt(np.abs(ref)).sum(axis=1))
-    with pytest.raises(TypeError, match="GPU"):
-        np.cumsum(a, axis=0)
+    c = np.cumsum(a, axis=0)                        # scans stay on the device (below: every case)
+    assert isinstance(c.local, cupy.ndarray)
+    check(c, np.cumsum(ref, axis=0))
+    del c
     a.free()
 
 
@@ -119,3 +122,78 @@ def test_gpu_broadcast_elision_and_masked_reductions(team):
     del r, got
     for x in (a, plane):
         x.free()
+
+
+def identity(fn, dt):
+    """What an exclusive scan starts with (pgas.scan's documented identities)."""
+    big = np.inf if dt.kind == "f" else np.iinfo(dt).max
+    return {np.add: 0, np.multiply: 1, np.minimum: big, np.maximum: -big if dt.kind == "f"
+            else np.iinfo(dt).min}[fn]
+
+
+def exclusive_ref(acc, first, axis):
+    """The exclusive scan from NumPy's inclusive one: ``first``, then ``acc`` shifted along ``axis``."""
+    head = np.full_like(np.take(acc, [0], axis=axis), first)
+    return np.concatenate([head, np.take(acc, np.arange(acc.shape[axis] - 1), axis=axis)], axis=axis)
+
+
+def test_gpu_scans_stay_on_the_device(team):
+    """pgas.scan / cumsum / numpy.cumsum / cumprod / ufunc.accumulate on GPU arrays: 1-D BLOCKED and
+    BLOCKCYCLIC, 2-D along each axis (one axis distributed: through a temporary), sum / prod / min /
+    max, inclusive and exclusive. Integers bit-identical to NumPy; floats as the CPU scan tests
+    (rtol 1e-12, atol 1e-9), and equal to the CPU DistArray's scan. Results have CuPy blocks; a
+    "sum" scan moves only block totals and prefixes between host and device."""
+    import cupy
+    rng = np.random.default_rng(57)
+    n = 9 * team.size + 5
+    ri = rng.choice(np.array([-2, -1, 1, 2], dtype=np.int64), n)      # products stay in int64
+    rf = rng.standard_normal(n)
+    ops = {"sum": np.add, "prod": np.multiply, "min": np.minimum, "max": np.maximum}
+    for dist in (B, BC(2)):
+        a = on_gpu(ri, (dist,))
+        for op, fn in ops.items():
+            for excl in (False, True):
+                before = transfers()
+                r = pgas.scan(a, op, exclusive=excl)
+                assert isinstance(r.local, cupy.ndarray) and r.device.is_gpu and r.pattern == a.pattern
+                if op == "sum" and before is not None:   # on the device: only totals and prefixes
+                    moved = transfers()[len(before):]
+                    assert moved and max(b for _, b in moved) < a.local.nbytes, moved   # no block
+                acc = fn.accumulate(ri)
+                want = exclusive_ref(acc, identity(fn, acc.dtype), 0) if excl else acc
+                got = r.to_numpy()
+                assert got.dtype == want.dtype and np.array_equal(got, want), (dist, op, excl)
+                r.free()
+        check(np.cumsum(a), np.cumsum(ri))
+        check(np.cumprod(a), np.cumprod(ri))
+        check(np.minimum.accumulate(a), np.minimum.accumulate(ri))
+        assert isinstance(np.maximum.accumulate(a).local, cupy.ndarray)
+        a.free()
+        f, cpu = on_gpu(rf, (dist,)), pgas.from_numpy(rf, dist=(dist,), root=None)
+        for op in ("sum", "prod", "max"):
+            g, c = pgas.scan(f, op, exclusive=True), pgas.scan(cpu, op, exclusive=True)
+            assert isinstance(g.local, cupy.ndarray)
+            np.testing.assert_allclose(g.to_numpy(), c.to_numpy(), rtol=1e-12, atol=1e-9)
+            g.free(), c.free()
+        got = pgas.cumsum(f)
+        np.testing.assert_allclose(got.to_numpy(), np.cumsum(rf), rtol=1e-12, atol=1e-9)
+        assert pgas.cumsum(f, out=cpu) is cpu            # into a CPU array: via a device temporary
+        np.testing.assert_allclose(cpu.to_numpy(), np.cumsum(rf), rtol=1e-12, atol=1e-9)
+        got.free(), f.free(), cpu.free()
+    ref = rng.integers(-3, 4, (7, 2 * team.size + 3))
+    for dist in ((B, N), (N, BC(2))):
+        m = on_gpu(ref, dist)
+        for axis in (0, 1):
+            for op, fn in ops.items():
+                excl = (axis + len(op)) % 2 == 1          # each op both ways over the two axes
+                r = pgas.scan(m, op, exclusive=excl, axis=axis)
+                assert isinstance(r.local, cupy.ndarray)
+                acc = fn.accumulate(ref, axis=axis)
+                want = exclusive_ref(acc, identity(fn, acc.dtype), axis) if excl else acc
+                got = r.to_numpy()
+                assert got.dtype == want.dtype and np.array_equal(got, want), (dist, axis, op, excl)
+                r.free()
+        check(np.cumsum(m, axis=1), np.cumsum(ref, axis=1))
+        check(np.maximum.accumulate(m, axis=0), np.maximum.accumulate(ref, axis=0))
+        check(m.__array_namespace__().cumulative_sum(m, axis=0), np.cumsum(ref, axis=0))
+        m.free()
