@@ -99,7 +99,8 @@ class DistNamespace:
 
     @staticmethod
     def cumulative_sum(x, /, *, axis=None, dtype=None, include_initial=False):
-        """The distributed scan (CPU arrays); ``include_initial`` is not supported."""
+        """The distributed scan (CPU and GPU arrays; on the device for GPU ones); ``include_initial`` is
+        not supported."""
         arith.check_dist(x, "cumulative_sum", "x")
         if include_initial or dtype is not None:
             raise TypeError("cumulative_sum on DistArrays: include_initial= and dtype= are not supported")
