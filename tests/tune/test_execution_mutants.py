@@ -719,3 +719,285 @@ def test_a_rank_that_sends_nothing_shares_nothing(team):
     else:
         assert ex.result.shared == 1
     grid.free()
+
+
+@pytest.mark.mpi
+def test_a_run_that_does_not_record_keeps_no_sample_of_any_kind(team):
+    """``record=False``: every kind of kernel (computation, collective, Sendrecv, neighbourhood
+    exchange) still runs and is timed on the path, but the model gains no sample; by default it
+    gains one per execution."""
+    grid = team.grid(1, periods=True)
+    src, dst = grid.shift(0, 1)
+    for record in (False, True):
+        model = Model()
+        calls, inn = [], np.zeros(2)
+        with Execution(model, "profile", **({} if record else {"record": False})) as ex:
+            compute("nap", (1,), _nap(calls))
+            team.Allreduce(MPI.IN_PLACE, np.zeros(1), op=MPI.SUM)
+            grid.Sendrecv(np.full(2, float(grid.rank)), dst, inn, src)
+            got, _ = _ring_exchange(team, np.full(1, float(team.rank)))
+        assert calls == [1] and np.all(inn == src)
+        assert {q: float(v[0]) for q, v in got.items()} == {q: float(q) for q in got} and got
+        assert ex.result.counts == {"nap": [1, 0], "Allreduce": [1, 0], "Sendrecv": [1, 0], "Halo": [1, 0]}
+        assert ex.result.computation >= NAP and ex.result.communication > 0 and ex.result.numerically_valid
+        assert sorted(s.n for s in model.kernels.values()) == ([1, 1, 1, 1] if record else [])
+    grid.free()
+
+
+@pytest.mark.mpi
+def test_why_counts_the_reason_of_every_execution_of_a_selective_run(team):
+    """``Execution.why`` (a dict set before the run): one count per executed kernel, by reason and
+    name; nothing for skipped kernels, nothing in a profile run."""
+    model = Model(tolerance=0.05, confidence=0.95, min_samples=2)
+    _seed(model, ("comp", "few", (1,)), n=1)                 # one sample: too few
+    for t in (50.0, 100.0):                                    # two far apart: a wide interval
+        model.stats(("comp", "wide", (1,))).add(t)             # (of seconds, and of milliseconds)
+    for t in (0.002, 0.004):
+        model.stats(("comp", "wide_ms", (1,))).add(t)
+    model.learn(7, ("comp", "remote", (1,)), 1, 0.5, 0.0)      # one sample, from another rank
+    _seed(model, ("comp", "zero", (1,)), mean=0.0, n=2)        # a zero mean: no relative width
+    _seed(model, ("comp", "fixed", (1,)))                      # steady, but says it cannot be skipped
+    _seed(model, ("comp", "known", (1,)))                      # steady: skipped, not counted
+    solo = team.size == 1
+    if team.rank == 0:                                         # steady on rank 0 only
+        _seed(model, ("comm", "Allreduce", team.size, 8), n=3)
+    fixed = _nap([])
+    fixed.skippable = False
+    ex = Execution(model, "selective", share=False)
+    ex.why = {}
+    with ex:
+        for name in ("few", "wide", "wide_ms", "zero", "remote", "known", "new", "new"):
+            compute(name, (1,), _nap([]))
+        compute("fixed", (1,), fixed)
+        team.Allreduce(MPI.IN_PLACE, np.zeros(1), op=MPI.SUM)
+        team.allreduce(1)
+        team.Wait(None)
+        team.Wait(None)
+    want = {("too few samples", "few"): 1, ("interval wider than tolerance", "wide"): 1,
+            ("interval wider than tolerance", "wide_ms"): 1, ("too few samples", "remote"): 1,
+            ("interval wider than tolerance", "zero"): 1, ("new signature", "new"): 1,
+            ("too few samples", "new"): 1, ("not skippable yet", "fixed"): 1,
+            ("not skippable (allreduce)", "allreduce"): 1, ("never skipped (Wait)", "Wait"): 2}
+    if not solo:                                               # one rank alone skips the Allreduce
+        want[("another rank not steady" if team.rank == 0 else "new signature", "Allreduce")] = 1
+    assert ex.why == want
+    assert ex.result.counts["known"] == [0, 1] and ex.result.executed == sum(want.values())
+    prof = Execution(Model(), "profile")
+    prof.why = {}
+    with prof:
+        compute("new", (1,), _nap([]))
+        team.Allreduce(MPI.IN_PLACE, np.zeros(1), op=MPI.SUM)
+    assert prof.why == {} and prof.result.executed == 2
+
+
+@pytest.mark.mpi
+def test_why_counts_the_reasons_of_point_to_point_transfers(team):
+    """A receiver steady itself runs when its sender is not; a transfer half skipped (the pair
+    disagrees) runs its other half."""
+    model = Model(tolerance=0.05, confidence=0.95, min_samples=2)
+    chain = team.grid(1, periods=False)
+    src, dst = chain.shift(0, 1)
+    sends, receives = int(dst != MPI.PROC_NULL), int(src != MPI.PROC_NULL)
+    key = ("comm", "Sendrecv", 2, 16, sends, receives)
+    if not sends:                                        # the last rank (the only one at 1 rank)
+        _seed(model, key)
+    ex = Execution(model, "selective", share=False)
+    ex.why = {}
+    with ex:
+        chain.Sendrecv(np.zeros(2), dst, np.zeros(2), src)
+    if not sends and receives:
+        assert ex.why == {("sender not steady", "Sendrecv"): 1}
+    elif not sends:                # one rank: neither half, run as a no-op whatever its statistics
+        assert sum(ex.why.values()) == ex.result.executed == 1
+    else:
+        assert ex.why == {("new signature", "Sendrecv"): 1}
+    chain.free()
+    if team.size == 1:
+        return
+    ring = team.grid(1, periods=True)
+    src, dst = ring.shift(0, 1)
+    model = Model(tolerance=0.05, confidence=0.95, min_samples=2)
+    if team.rank == 0:                                   # rank 0 steady, its neighbours not
+        _seed(model, ("comm", "Sendrecv", 2, 16, 1, 1))
+    ex = Execution(model, "selective", share=False)
+    ex.why = {}
+    inn = np.full(2, -1.0)
+    with ex:
+        ring.Sendrecv(np.full(2, float(ring.rank)), dst, inn, src)
+    half = team.rank in (0, 1)                           # rank 0 sends nothing, rank 1 so receives nothing
+    assert np.all(inn == (-1.0 if team.rank == 1 else src))
+    assert ex.why == {("half of a Sendrecv" if half else "new signature", "Sendrecv"): 1}
+    ring.free()
+
+
+@pytest.mark.mpi
+def test_a_run_records_each_kernel_share_of_its_predicted_path(team):
+    """At the end of a selective or profile run, each kernel's share of the predicted time: its
+    calls (executed and skipped) times its mean, over the path; none after a skeleton run or an
+    abandoned one."""
+    model = Model()
+    big, small = ("comp", "big", (1,)), ("comp", "small", (1,))
+    _seed(model, big, 0.25)
+    _seed(model, ("comp", "big", (2,)), 0.01)
+    with Execution(model, "selective", share=False) as ex:
+        for _ in range(2):
+            compute("big", (1,), _nap([]))                   # skipped: 0.25 s each
+        compute("big", (2,), _nap([]))                       # the same name, another shape
+        compute("small", (1,), _nap([]))                    # executed once
+        compute("small", (2,), _nap([]))
+    assert ex.result.counts == {"big": [0, 3], "small": [2, 0]}
+    assert (ex.result.executed, ex.result.skipped) == (2, 3)
+    p = ex.result.predicted
+    assert model.share[big] == pytest.approx(2 * 0.25 / p, rel=1e-12)
+    assert model.share[small] == pytest.approx(model.kernels[small].mean / p, rel=1e-12)
+    assert 0 < model.share[small] < model.share[big] < 1
+    model.share.clear()
+    with Execution(model, "skeleton"):
+        compute("big", (1,), _nap([]))
+    assert model.share == {}
+    with pytest.raises(Abandoned):
+        with Execution(model, "selective", abandon_above=0.1, share=False):
+            compute("big", (1,), _nap([]))
+            compute("small", (1,), _nap([]))
+    assert model.share == {}
+
+
+@pytest.mark.mpi
+def test_a_kernel_with_a_small_running_share_is_steady_with_a_wider_interval(team):
+    """Before a kernel's share is recorded, a run estimates it from its calls so far: (calls + 1)
+    times the mean over the path so far. Here a 3 ms kernel with a relative half-width of 0.104
+    (41 samples of 2 and 4 ms; the one it measures is clipped to 2-4 ms) after 0.18 s of skipped
+    kernels has the share 2 * 0.003 / 0.18-0.21 <= 0.034, so the tolerance 0.02 / sqrt(share) >=
+    0.109: skipped from its second call. Counted as a whole (share 1) it is never steady; and
+    (3 calls) * 0.003 / (the path up to 0.236 s) would give a tolerance below 0.102."""
+    model = Model(tolerance=0.02, confidence=0.95, min_samples=3)
+    small = ("comp", "small", (1,))
+    for i in range(40):
+        model.stats(small).add(0.002 if i % 2 == 0 else 0.004)
+    _seed(model, ("comp", "big", (1,)), 0.09)
+    _seed(model, ("comm", "Allreduce", team.size, 8), 0.09)
+    with Execution(model, "selective", share=False) as ex:
+        compute("big", (1,), _nap([]))                       # 0.09 s on the path, computation
+        team.Allreduce(MPI.IN_PLACE, np.zeros(1), op=MPI.SUM)     # and 0.09 s of communication
+        for _ in range(3):
+            compute("small", (1,), _nap([]))
+    assert ex.result.counts == {"big": [0, 1], "Allreduce": [0, 1], "small": [1, 2]}
+    assert model.kernels[small].n == 41
+    assert ex.result.predicted < 0.236                   # (the limit the note above assumes)
+    # alone, the kernel is the whole path so far (share 1): held to the tolerance itself, so
+    # never steady (any share above 0.04 would do: the path would have to pass 0.15 s in the
+    # two 2 ms calls before the third)
+    model = Model(tolerance=0.02, confidence=0.95, min_samples=3)
+    for i in range(40):
+        model.stats(small).add(0.002 if i % 2 == 0 else 0.004)
+    with Execution(model, "selective", share=False) as ex:
+        for _ in range(3):
+            compute("small", (1,), _nap([]))
+    assert ex.result.counts == {"small": [3, 0]} and model.kernels[small].n == 43
+    # the same with 3 samples of 10 s from another rank: the merged mean is not steady, the own
+    # one is by the running share, and that one (3 ms, not 0.7 s) is what a skipped call costs
+    model = Model(tolerance=0.02, confidence=0.95, min_samples=3)
+    for i in range(40):
+        model.stats(small).add(0.002 if i % 2 == 0 else 0.004)
+    model.learn(7, small, 3, 10.0, 0.0)
+    _seed(model, ("comp", "big", (1,)), 0.18)
+    with Execution(model, "selective", share=False) as ex:
+        compute("big", (1,), _nap([]))
+        for _ in range(3):
+            compute("small", (1,), _nap([]))
+    assert ex.result.counts == {"big": [0, 1], "small": [1, 2]}
+    assert 0.18 + NAP + 2 * 0.002 <= ex.result.computation <= 0.18 + 3 * 0.004 + SLACK
+
+
+def test_statistics_channels_are_numbered_per_communicator():
+    """The same communicator (also seen through an intercepting wrapper) keeps its number; a
+    ``Dup`` and a communicator made after one was freed get new ones."""
+    from hpcsuite.tune import intercept
+    from hpcsuite.tune.execution import channel_id
+    a = MPI.COMM_SELF.Dup()
+    ida = channel_id(a)
+    assert isinstance(ida, int) and channel_id(a) == ida and channel_id(intercept(a)) == ida
+    d = a.Dup()
+    idd = channel_id(d)
+    assert idd != ida and channel_id(d) == idd
+    a.Free()
+    b = MPI.COMM_SELF.Dup()
+    try:
+        assert channel_id(b) not in (ida, idd) and channel_id(b) == channel_id(b)
+    finally:
+        b.Free()
+        d.Free()
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("kind", ["sendrecv", "exchange"])
+def test_transfers_are_on_the_path_and_in_the_breakdown(team, kind):
+    """A Sendrecv or a neighbourhood exchange between two computations: in a profile run each
+    rank's own communication is the sum of its kernels' single samples (that of the critical
+    rank is the breakdown's), and the path holds it. In a selective run where only rank 0 is
+    steady, a half-run Sendrecv or a partly run exchange still adds its time to the 0.3 s
+    charged for a skipped collective before it, and its stale mark reaches the next one."""
+    grid = team.grid(1, periods=True)
+    src, dst = grid.shift(0, 1)
+
+    def transfer():
+        if kind == "sendrecv":
+            grid.Sendrecv(np.full(2, float(team.rank)), dst, np.full(2, -1.0), src)
+        else:
+            _ring_exchange(team, np.full(1, float(team.rank)), with_self=True)
+
+    model = Model()
+    t0 = time.perf_counter()
+    with Execution(model, "profile") as ex:
+        compute("a", (1,), _nap([]))
+        transfer()
+        compute("b", (1,), _nap([]))
+        team.Allreduce(MPI.IN_PLACE, np.zeros(1), op=MPI.SUM)
+    outside = time.perf_counter() - t0
+    r = ex.result
+    _path_invariants(r, team)
+    assert r.computation >= 2 * NAP and r.predicted <= outside + SLACK
+    assert all(s.n == 1 for s in model.kernels.values()) and len(model.kernels) == 4
+    comm = team.allgather(sum(s.mean for k, s in model.kernels.items() if k[0] == "comm"))
+    assert r.breakdown["communication"] == pytest.approx(comm[r.critical_rank], rel=1e-9)
+    assert r.communication >= max(comm) * (1 - 1e-9)
+    if team.size == 1:
+        grid.free()
+        return
+    model = Model(tolerance=0.1, confidence=0.9, min_samples=3)
+    _seed(model, ("comm", "Allreduce", team.size, 16), 0.3)
+    if team.rank == 0:
+        _seed(model, ("comm", "Sendrecv", 2, 16, 1, 1) if kind == "sendrecv" else
+              ("comm", "Halo", len({0, 1, team.size - 1}), 3, 16))
+    t0 = time.perf_counter()
+    with Execution(model, "selective", share=False) as ex:
+        team.Allreduce(MPI.IN_PLACE, np.zeros(2), op=MPI.SUM)      # skipped: 0.3 s
+        transfer()
+        team.Allreduce(MPI.IN_PLACE, np.zeros(1), op=MPI.SUM)      # a new one: runs
+    r = ex.result
+    _path_invariants(r, team)
+    assert 0.3 < r.breakdown["communication"] and 0.3 < r.communication <= r.predicted <= 0.3 + SLACK
+    assert not r.numerically_valid and time.perf_counter() - t0 < 0.3
+    grid.free()
+
+
+@pytest.mark.mpi
+def test_keyword_arguments_reach_communication_inside_a_kernel(team):
+    """A collective called inside a kernel runs as a plain call, with its keyword arguments (the
+    reduction and the root differ from the defaults here)."""
+    def outer():
+        top, root = np.full(1, team.rank + 1.0), np.full(1, float(team.rank))
+        team.Allreduce(MPI.IN_PLACE, top, op=MPI.MAX)
+        team.Bcast(root, root=team.size - 1)
+        return float(top[0]), float(root[0])
+
+    with Execution(Model(), "profile") as ex:
+        assert compute("outer", (1,), outer) == (float(team.size), team.size - 1.0)
+    assert ex.result.counts == {"outer": [1, 0]}
+
+
+@pytest.mark.mpi
+def test_run_full_over_a_communicator_of_its_own(team):
+    """``run_full(comm=COMM_SELF)``: each rank's own time, not the slowest rank's."""
+    t = run_full(lambda: time.sleep(0.1 if team.rank == 0 else 0.0), comm=MPI.COMM_SELF)
+    assert t >= 0.1 if team.rank == 0 else t < 0.05     # (a no-op call; 0.05 s: any preemption)
