@@ -105,49 +105,47 @@ stats|hpcsuite.tune.stats.xǁKernelStatsǁadd__mutmut_1|t <= fastest for t < fas
 stats|hpcsuite.tune.stats.xǁModelǁtolerance_of__mutmut_8|2.0 for 1.0 as the default share: every share >= 1 gives the plain tolerance
 stats|hpcsuite.tune.stats.xǁModelǁtolerance_of__mutmut_10|share > 1 for share >= 1: at share 1, min(tolerance / sqrt(1), max(MAX_HALF_WIDTH, tolerance)) is the tolerance exactly
 stats|hpcsuite.tune.stats.xǁModelǁnote_shares__mutmut_12|merged(k) also for a key no other rank sent: its merge is its own empty summary (or none), mean 0.0 as the else branch
-execution|hpcsuite.tune.execution.xǁExecutionǁ__init____mutmut_29|_prev/_prev_skipped are written but never read
-execution|hpcsuite.tune.execution.xǁExecutionǁ__init____mutmut_30|the same
-execution|hpcsuite.tune.execution.xǁExecutionǁ__init____mutmut_31|the same
-execution|hpcsuite.tune.execution.xǁExecutionǁ__init____mutmut_32|_last and _stack are set again in __enter__ before any use
+execution|hpcsuite.tune.execution.xǁExecutionǁ__init____mutmut_32|_prev/_prev_skipped are written but never read
 execution|hpcsuite.tune.execution.xǁExecutionǁ__init____mutmut_33|the same
 execution|hpcsuite.tune.execution.xǁExecutionǁ__init____mutmut_34|the same
-execution|hpcsuite.tune.execution.xǁExecutionǁ_steady__mutmut_20|the charged mean of a kernel that is not steady is never used
-execution|hpcsuite.tune.execution.xǁExecutionǁ_steady__mutmut_21|memo[1] (the charged mean) is > 0 exactly when memo[0] (steady) is true: a steady kernel has a positive mean
-execution|hpcsuite.tune.execution.xǁExecutionǁ_charge__mutmut_12|model.mean(key) for memo[1]: the memo holds model.mean(key) taken when the statistics last changed, popped on every change
-execution|hpcsuite.tune.execution.xǁExecutionǁ_charge__mutmut_16|the same (the condition is always false, so model.mean(key))
+execution|hpcsuite.tune.execution.xǁExecutionǁ__init____mutmut_35|_last and _stack are set again in __enter__ before any use
+execution|hpcsuite.tune.execution.xǁExecutionǁ__init____mutmut_36|the same
+execution|hpcsuite.tune.execution.xǁExecutionǁ__init____mutmut_37|the same
+execution|hpcsuite.tune.execution.xǁExecutionǁ_steady__mutmut_57|the charged mean of a kernel that is not steady is never used
+execution|hpcsuite.tune.execution.xǁExecutionǁ_steady__mutmut_58|memo[1] (the charged mean) is > 0 exactly when memo[0] (steady) is true: a steady kernel has a positive mean
 execution|hpcsuite.tune.execution.xǁExecutionǁ_charge__mutmut_17|memo[1] as the test for memo[0]: the same truth value (see _steady)
 execution|hpcsuite.tune.execution.xǁExecutionǁ_charge__mutmut_26|_prev_skipped is never read
 execution|hpcsuite.tune.execution.xǁExecutionǁ_charge__mutmut_31|path[3] = 2.0: a flag merged with MAX and only tested for truth
 execution|hpcsuite.tune.execution.xǁExecutionǁ_timed__mutmut_15|_prev_skipped is never read
-execution|hpcsuite.tune.execution.xǁExecutionǁ_comm_kernel__mutmut_44|_last set to None before _timed: _timed does not read it and it is set again after
-execution|hpcsuite.tune.execution.xǁExecutionǁ_comm_kernel__mutmut_101|the same
-execution|hpcsuite.tune.execution.xǁExecutionǁ_comm_kernel__mutmut_59|another name for the collective channel: a dict key, distinct from the point-to-point ones
-execution|hpcsuite.tune.execution.xǁExecutionǁ_comm_kernel__mutmut_60|the same
-execution|hpcsuite.tune.execution.xǁExecutionǁ_comm_kernel__mutmut_68|2.0 for 1.0 as the "not steady" vote: merged with MAX and compared with 0
-execution|hpcsuite.tune.execution.xǁExecutionǁ_comm_kernel__mutmut_71|a 1-byte announcement when nothing is to be sent: an allgather of empty rows (cost only), nothing learned
-execution|hpcsuite.tune.execution.xǁExecutionǁ_comm_kernel__mutmut_97|_charge's comm argument is not used
-execution|hpcsuite.tune.execution.xǁExecutionǁ_comm_kernel__mutmut_100|the same
+execution|hpcsuite.tune.execution.xǁExecutionǁ_comm_kernel__mutmut_54|_last set to None before _timed: _timed does not read it and it is set again after
+execution|hpcsuite.tune.execution.xǁExecutionǁ_comm_kernel__mutmut_129|the same
+execution|hpcsuite.tune.execution.xǁExecutionǁ_comm_kernel__mutmut_69|another name for the collective channel: a dict key, distinct from the point-to-point ones
+execution|hpcsuite.tune.execution.xǁExecutionǁ_comm_kernel__mutmut_70|the same
+execution|hpcsuite.tune.execution.xǁExecutionǁ_comm_kernel__mutmut_79|2.0 for 1.0 as the "not steady" vote: merged with MAX and compared with 0
+execution|hpcsuite.tune.execution.xǁExecutionǁ_comm_kernel__mutmut_82|a 1-byte announcement when nothing is to be sent: an allgather of empty rows (cost only), nothing learned
+execution|hpcsuite.tune.execution.xǁExecutionǁ_comm_kernel__mutmut_108|_charge's comm argument is not used
+execution|hpcsuite.tune.execution.xǁExecutionǁ_comm_kernel__mutmut_111|the same
 execution|hpcsuite.tune.execution.xǁExecutionǁ_on_compute__mutmut_19|_charge's comm argument is not used
 execution|hpcsuite.tune.execution.xǁExecutionǁ_on_compute__mutmut_22|the same
 execution|hpcsuite.tune.execution.xǁExecutionǁ_on_compute__mutmut_58|the same
 execution|hpcsuite.tune.execution.xǁExecutionǁ_on_compute__mutmut_61|the same
-execution|hpcsuite.tune.execution.xǁExecutionǁ_on_sendrecv__mutmut_28|2.0 for 1.0 as the steady vote: only tested for truth
-execution|hpcsuite.tune.execution.xǁExecutionǁ_on_sendrecv__mutmut_40|a receive with any tag from that source: the path message (and the acknowledgement) is the only message from it in flight then, and MPI does not reorder messages from one source
-execution|hpcsuite.tune.execution.xǁExecutionǁ_on_sendrecv__mutmut_78|the same
-execution|hpcsuite.tune.execution.xǁExecutionǁ_on_sendrecv__mutmut_98|_last set to None before the transfer: not read before it is set again
-execution|hpcsuite.tune.execution.xǁExecutionǁ_on_sendrecv__mutmut_116|_charge's comm argument is not used
-execution|hpcsuite.tune.execution.xǁExecutionǁ_on_sendrecv__mutmut_119|the same
-execution|hpcsuite.tune.execution.xǁExecutionǁ_on_sendrecv__mutmut_127|a half-skipped receive with any tag: the data is the only message from that source then
-execution|hpcsuite.tune.execution.xǁExecutionǁ_on_sendrecv__mutmut_143|_count(k, None): None counts as not skipped, like False
-execution|hpcsuite.tune.execution.xǁExecutionǁ_on_sendrecv__mutmut_141|path[3] = 2.0: a flag merged with MAX and only tested for truth
+execution|hpcsuite.tune.execution.xǁExecutionǁ_on_sendrecv__mutmut_29|2.0 for 1.0 as the steady vote: only tested for truth
+execution|hpcsuite.tune.execution.xǁExecutionǁ_on_sendrecv__mutmut_41|a receive with any tag from that source: the path message (and the acknowledgement) is the only message from it in flight then, and MPI does not reorder messages from one source
+execution|hpcsuite.tune.execution.xǁExecutionǁ_on_sendrecv__mutmut_79|the same
+execution|hpcsuite.tune.execution.xǁExecutionǁ_on_sendrecv__mutmut_99|_last set to None before the transfer: not read before it is set again
+execution|hpcsuite.tune.execution.xǁExecutionǁ_on_sendrecv__mutmut_126|_charge's comm argument is not used
+execution|hpcsuite.tune.execution.xǁExecutionǁ_on_sendrecv__mutmut_129|the same
+execution|hpcsuite.tune.execution.xǁExecutionǁ_on_sendrecv__mutmut_145|a half-skipped receive with any tag: the data is the only message from that source then
+execution|hpcsuite.tune.execution.xǁExecutionǁ_on_sendrecv__mutmut_161|_count(k, None): None counts as not skipped, like False
+execution|hpcsuite.tune.execution.xǁExecutionǁ_on_sendrecv__mutmut_159|path[3] = 2.0: a flag merged with MAX and only tested for truth
 execution|hpcsuite.tune.execution.xǁExecutionǁ_on_halo_start__mutmut_7|len(...) / 2 for // 2: the float 2.0 is the same dict key as the int 2 (equal, same hash), also after a JSON round trip
-execution|hpcsuite.tune.execution.xǁExecutionǁ_on_halo_start__mutmut_21|2.0 for 1.0 as the steady vote: only tested for truth
-execution|hpcsuite.tune.execution.xǁExecutionǁ_on_halo_start__mutmut_28|a receive buffer of 8 for the 7-number path message: a longer buffer receives it alike
-execution|hpcsuite.tune.execution.xǁExecutionǁ_on_halo_start__mutmut_36|a receive with any tag from that peer: the path message is the only one from it in flight then (see _on_sendrecv)
-execution|hpcsuite.tune.execution.xǁExecutionǁ_on_halo_start__mutmut_96|_charge's comm argument is not used
-execution|hpcsuite.tune.execution.xǁExecutionǁ_on_halo_start__mutmut_97|the "skipped" state is never compared (only "full" and "partial" are)
-execution|hpcsuite.tune.execution.xǁExecutionǁ_on_halo_start__mutmut_98|the same
-execution|hpcsuite.tune.execution.xǁExecutionǁ_on_halo_start__mutmut_122|path[3] = 2.0: a flag merged with MAX and only tested for truth
+execution|hpcsuite.tune.execution.xǁExecutionǁ_on_halo_start__mutmut_22|2.0 for 1.0 as the steady vote: only tested for truth
+execution|hpcsuite.tune.execution.xǁExecutionǁ_on_halo_start__mutmut_29|a receive buffer of 8 for the 7-number path message: a longer buffer receives it alike
+execution|hpcsuite.tune.execution.xǁExecutionǁ_on_halo_start__mutmut_37|a receive with any tag from that peer: the path message is the only one from it in flight then (see _on_sendrecv)
+execution|hpcsuite.tune.execution.xǁExecutionǁ_on_halo_start__mutmut_94|_charge's comm argument is not used
+execution|hpcsuite.tune.execution.xǁExecutionǁ_on_halo_start__mutmut_98|the "skipped" state is never compared (only "full" and "partial" are)
+execution|hpcsuite.tune.execution.xǁExecutionǁ_on_halo_start__mutmut_99|the same
+execution|hpcsuite.tune.execution.xǁExecutionǁ_on_halo_start__mutmut_123|path[3] = 2.0: a flag merged with MAX and only tested for truth
 execution|hpcsuite.tune.execution.xǁExecutionǁ_on_halo_wait__mutmut_7|the default for an exchange started outside the run: its time and state are not used when its key is None
 execution|hpcsuite.tune.execution.xǁExecutionǁ_on_halo_wait__mutmut_8|the same
 execution|hpcsuite.tune.execution.xǁExecutionǁ_on_halo_wait__mutmut_9|the same
@@ -158,20 +156,37 @@ execution|hpcsuite.tune.execution.xǁExecutionǁ_delta__mutmut_22|snap[1] > 0 (m
 execution|hpcsuite.tune.execution.xǁExecutionǁ_delta__mutmut_29|pickle protocol left to the default: the receiver unpickles any protocol
 execution|hpcsuite.tune.execution.xǁExecutionǁ_delta__mutmut_31|the same
 execution|hpcsuite.tune.execution.xǁExecutionǁ_check_bound__mutmut_7|path[4] = 2.0: the abandoned flag is merged with MAX and only tested for truth
-execution|hpcsuite.tune.execution.xǁExecutionǁ__init____mutmut_39|_busy = None for False: only tested for truth
+execution|hpcsuite.tune.execution.xǁExecutionǁ__init____mutmut_42|_busy = None for False: only tested for truth
 execution|hpcsuite.tune.execution.xǁExecutionǁ_glue__mutmut_13|_last = None at the end of _glue: every caller sets _last again before the next _glue
-execution|hpcsuite.tune.execution.xǁExecutionǁ_steady__mutmut_11|no memo (None): the decision is recomputed from the same statistics each time (cost only)
-execution|hpcsuite.tune.execution.xǁExecutionǁ_steady__mutmut_12|the same (looked up under None: never found)
-execution|hpcsuite.tune.execution.xǁExecutionǁ_steady__mutmut_18|the charged mean also for a kernel that is not steady: used only when it is
-execution|hpcsuite.tune.execution.xǁExecutionǁ_charge__mutmut_9|no memo: model.mean(key), which is what the memo holds (see _charge__mutmut_12)
-execution|hpcsuite.tune.execution.xǁExecutionǁ_charge__mutmut_10|the same
+execution|hpcsuite.tune.execution.xǁExecutionǁ_steady__mutmut_53|the charged mean also for a kernel that is not steady: used only when it is
 execution|hpcsuite.tune.execution.xǁExecutionǁ_timed__mutmut_17|_count(key, None): None counts as not skipped, like False
 execution|hpcsuite.tune.execution.xǁExecutionǁ_on_compute__mutmut_54|_busy = None for False after a kernel: only tested for truth
-execution|hpcsuite.tune.execution.xǁExecutionǁ_on_compute__mutmut_78|the same
+execution|hpcsuite.tune.execution.xǁExecutionǁ_on_compute__mutmut_92|the same
 execution|hpcsuite.tune.execution.xǁExecutionǁ_on_comm__mutmut_17|the same
-execution|hpcsuite.tune.execution.xǁExecutionǁ_on_compute__mutmut_66|_last after a reset: _on_compute sets _last again at its end, before the next glue is measured
+execution|hpcsuite.tune.execution.xǁExecutionǁ_on_compute__mutmut_80|_last after a reset: _on_compute sets _last again at its end, before the next glue is measured
 execution|hpcsuite.tune.execution.xǁExecutionǁ_comm_kernel__mutmut_27|'or' for 'and' in the *_wait test: no intercepted call other than Halo_wait/Ghosts_wait ends in _wait
-execution|hpcsuite.tune.execution.xǁExecutionǁ_comm_kernel__mutmut_73|None for MPI.IN_PLACE as the path allreduce's send buffer: mpi4py takes None as in place
+execution|hpcsuite.tune.execution.xǁExecutionǁ_comm_kernel__mutmut_84|None for MPI.IN_PLACE as the path allreduce's send buffer: mpi4py takes None as in place
+execution|hpcsuite.tune.execution.xǁExecutionǁ_on_halo_start__mutmut_97|the same (comm=False)
+execution|hpcsuite.tune.execution.xǁExecutionǁ_steady__mutmut_14|share = "" before the estimate: left so only for a kernel whose share is recorded, and the model then reads the recorded one
+execution|hpcsuite.tune.execution.xǁExecutionǁ_steady__mutmut_42|share=None passed (not left out) for a kernel whose share is recorded: Model.tolerance_of reads the recorded one either way
+execution|hpcsuite.tune.execution.xǁExecutionǁ_steady__mutmut_34|min(share, 2.0): a share of 1 or more gives the plain tolerance (Model.tolerance_of)
+execution|hpcsuite.tune.execution.xǁExecutionǁ_steady__mutmut_40|2.0 for 1.0 as the share of a kernel with no calls yet: the same
+execution|hpcsuite.tune.execution.xǁExecutionǁ_steady__mutmut_38|path >= 0 for path > 0: a kernel called before in this run follows glue and kernel times, so the path is positive
+execution|hpcsuite.tune.execution.x_channel_id__mutmut_17|cid - 1 for cid + 1 as the next channel number: still a number no communicator has had
+execution|hpcsuite.tune.execution.x_channel_id__mutmut_18|cid + 2: the same
+execution|hpcsuite.tune.execution.xǁExecutionǁ_why__mutmut_8|merged() also for a kernel not known from other ranks: its own count, mean and M2
+execution|hpcsuite.tune.execution.xǁExecutionǁ_why__mutmut_30|the "steady (model)" branch cannot be reached: _why takes its reason from the model only for a kernel _steady found not steady, with a tolerance at least tolerance_of(key, 1.0), so the interval is wider; s.mean <= 1 changes only that branch
+execution|hpcsuite.tune.execution.xǁExecutionǁ_why__mutmut_33|the same (> for >=)
+execution|hpcsuite.tune.execution.xǁExecutionǁ_why__mutmut_34|the same (tolerance_of(None, 1.0): the plain tolerance, no wider)
+execution|hpcsuite.tune.execution.xǁExecutionǁ_why__mutmut_35|the same (share None)
+execution|hpcsuite.tune.execution.xǁExecutionǁ_why__mutmut_36|the same (tolerance_of(1.0))
+execution|hpcsuite.tune.execution.xǁExecutionǁ_why__mutmut_37|the same (share left out)
+execution|hpcsuite.tune.execution.xǁExecutionǁ_why__mutmut_38|the same (share 2.0: the plain tolerance)
+execution|hpcsuite.tune.execution.xǁExecutionǁ_why__mutmut_42|the same (another label for that branch)
+execution|hpcsuite.tune.execution.xǁExecutionǁ_why__mutmut_43|the same
+execution|hpcsuite.tune.execution.xǁExecutionǁ_why__mutmut_44|the same
+execution|hpcsuite.tune.execution.xǁExecutionǁ_on_halo_start__mutmut_103|start(active) with every neighbour active: the same messages and ghost updates as start(None) (pgas halo _start, solvers.sparse start)
+execution|hpcsuite.tune.execution.xǁExecutionǁ_on_halo_start__mutmut_89|_last set before the start is not read before it is set again at the end
 lesstats|hpcsuite.les.statistics.xǁStatisticsǁtimeseries__mutmut_5|dtype left to NumPy: lists of Python floats (or empty ones) become float64 arrays alike
 lesstats|hpcsuite.les.statistics.xǁStatisticsǁtimeseries__mutmut_7|the same
 lesstats|hpcsuite.les.statistics.xǁStatisticsǁtimeseries__mutmut_10|the same
