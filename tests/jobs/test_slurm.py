@@ -465,11 +465,19 @@ def test_mpi_test_suite_passes_with_ranks_on_two_nodes(cluster, tmp_path):
     shared-memory windows, the dense and sparse kernels on them, staging per node, the tuner's
     communication hooks; the LES, apps and examples run on those layers and are left to the
     one-node stages: the whole suite here took over 600 s), and 2 + 1 ranks (the PGAS layouts
-    mixing shared-memory and inter-node neighbours)."""
+    mixing shared-memory and inter-node neighbours).
+
+    Of the tuner, only the interception of plain mpi4py communicators (test_world) runs here: its
+    other tests compare predicted times with measured runs within bounds measured on one node, and
+    between this cluster's two emulated nodes every message is a TCP round trip of about 5 ms. The
+    path merge before each collective most likely leaves the ranks one latency apart, which the
+    timed collective then counts: a 12-step synthetic program was predicted at 0.25 s against
+    0.163 s in full runs (bench/RESULTS.md, issue 24, fourteenth session). They run at 1-4 ranks on one node."""
     env, _ = cluster
     base = [sys.executable, "-m", "pytest", "--with-mpi", "-m", "mpi", "-p", "no:cacheprovider", "-q",
             "--rootdir", ROOT]
-    layers = [ROOT / "tests" / d for d in ("runtime", "pgas", "linalg", "solvers", "staging", "tune")]
+    layers = [ROOT / "tests" / d for d in ("runtime", "pgas", "linalg", "solvers", "staging")] + \
+        [ROOT / "tests" / "tune" / "test_world.py"]
     runs = [(["--nodes=2", "--ntasks-per-node=1"], layers),
             (["--nodes=2", "--ntasks=3"], [ROOT / f"tests/pgas/{t}.py" for t in
                                            ("test_redistribute", "test_halo", "test_array")])]
