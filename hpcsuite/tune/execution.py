@@ -65,6 +65,7 @@ is the part of the critical path spent waiting for work on other ranks.
 """
 from __future__ import annotations
 
+import dataclasses
 import pickle
 import time
 from dataclasses import dataclass, field
@@ -136,6 +137,7 @@ class ExecutionResult:
     communication: float = 0.0
     executed: int = 0                 # kernel executions on this rank
     skipped: int = 0
+    executed_time: float = 0.0        # seconds of executed kernels (max over ranks)
     wall: float = 0.0                 # wall time of the instrumented run (max over ranks)
     numerically_valid: bool = True
     counts: dict = field(default_factory=dict)
@@ -167,11 +169,15 @@ class Execution:
         Raise :class:`Abandoned` on every rank once the merged path time exceeds this.
     share : bool
         Send kernel statistics along the path (see the module notes; not in skeleton mode).
-    record : bool
+    record : {True, False, "provisional"}
         Add the executed kernels' times to the model (default). ``False`` for a run whose times are
-        not representative, e.g. a configuration's first run, which pays first-touch costs (page
-        faults of fresh buffers, first library calls) that later runs do not: its kernels still
-        run and are timed for this run's prediction, but the model keeps no sample of them.
+        not representative: its kernels still run and are timed for this run's prediction, but the
+        model keeps no sample of them. ``"provisional"`` (a configuration's first run): the run
+        learns as usual from each kernel's second call on, so that it skips a kernel once steady,
+        but the model forgets these samples when the run ends, and no statistics travel along its
+        path (``share`` off). A first run pays first-touch costs that later runs do not (potrf(32)
+        94 us in its first call against 7.4 us later; at n = 384 a model that kept first-run
+        samples predicted 20-35 % high), while executing every kernel in it costs a full run.
     """
 
     def __init__(self, model: Model, mode: str = "selective", comm=None, abandon_above: float | None = None,
@@ -182,7 +188,12 @@ class Execution:
         self.comm = comm if comm is not None else MPI.COMM_WORLD
         self.abandon_above = abandon_above
         self.share = bool(share) and mode != "skeleton"
-        self.record = bool(record)
+        if record not in (True, False, "provisional"):
+            raise ValueError(f"record must be True, False or 'provisional', got {record!r}")
+        self.record = record
+        if record == "provisional":
+            self.share = False
+        self._saved: dict = {}         # provisional: key -> its statistics before this run (or None)
         # total, computation, communication, "a kernel was skipped upstream" (stale data travels
         # with the messages that carry it) and "abandoned": all merged with MAX
         # (Python floats, not an array: the path is updated around every kernel, and indexing a
@@ -197,6 +208,7 @@ class Execution:
         self._stack = []
         self._halo_pending: dict = {}  # halo exchanges started and not yet waited for
         self._own = [0.0, 0.0]         # this rank's own computation and communication time
+        self._ran = 0.0                # time of the kernels this rank executed
         self._busy = False             # inside an intercepted kernel: nested calls run plainly
         # diagnostics (bench/tune_signatures.py): when a dict, every kernel execution of a
         # selective run is counted here by (reason, kernel name); see :meth:`_why`
@@ -205,6 +217,7 @@ class Execution:
 
     # ------------------------------------------------------------------ context
     def __enter__(self) -> "Execution":
+        self._changes_at = len(self.model.changes)
         if self.share:
             self.model.origin = MPI.COMM_WORLD.Get_rank()
         self.comm.Barrier()
@@ -217,18 +230,20 @@ class Execution:
     def __exit__(self, exc_type, exc, tb) -> None:
         for cm in reversed(self._stack):
             cm.__exit__(None, None, None)
+        self._forget()
         self._tally()
         if exc_type is not None:
             return
         self._glue()
         mine = np.array([*self.path[:3], float(self._skipped_any), self.path[4], time.perf_counter() - self._t0,
-                         *self._own])
+                         *self._own, self._ran])
         every = np.empty((self.comm.Get_size(), mine.size))
         self.comm.Allgather(mine, every)
         buf = every.max(axis=0)
         r = self.result
         r.predicted, r.computation, r.communication = (float(x) for x in buf[:3])
         r.wall = float(buf[5])
+        r.executed_time = float(buf[8])
         r.numerically_valid = not buf[3]
         crit = int(np.argmax(every[:, 0]))           # the first rank with the longest path
         total, comp, comm = (float(x) for x in every[crit, [0, 6, 7]])
@@ -317,12 +332,36 @@ class Execution:
             both = np.array([t])
             _wait(team.comm.Iallreduce(MPI.IN_PLACE, both, op=MPI.SUM))
             t = float(both[0]) / team.size
-        if self.record:
+        self._ran += t
+        if self._keeps(key):
             self.model.record(key, t)
             self._steady_memo.pop(key, None)
         self._prev, self._prev_skipped = key, False
         self._count(key, False)
         return res, t
+
+    def _keeps(self, key) -> bool:
+        """Whether an executed call of ``key`` becomes a sample (see ``record``); a provisional
+        run saves the statistics it is about to change."""
+        if self.record is True:
+            return True
+        if self.record is False or key not in self._calls:     # (provisional: not the first call)
+            return False
+        if key not in self._saved:
+            old = self.model.kernels.get(key)
+            self._saved[key] = None if old is None else dataclasses.replace(old)
+        return True
+
+    def _forget(self) -> None:
+        """Provisional run: restore the statistics it changed and drop its change log."""
+        for key, old in self._saved.items():
+            if old is None:
+                self.model.kernels.pop(key, None)
+            else:
+                self.model.kernels[key] = old
+        del self.model.changes[self._changes_at:]
+        self._saved.clear()
+        self._steady_memo.clear()
 
     def _why(self, key, reason: str | None = None) -> None:
         """Count why ``key`` executes (diagnostics only, ``self.why`` set): ``reason`` when the
@@ -474,6 +513,7 @@ class Execution:
             else:
                 _wait(team.comm.Isend(sendbuf, dest, sendtag))
             t = time.perf_counter() - t0
+            self._ran += t
             self._skipped_any = True
             self.path[3] = 1.0
             self._count(k, False)
@@ -511,6 +551,7 @@ class Execution:
             t0 = time.perf_counter()
             started = start(None if len(active) == len(peers) else active)
             t = time.perf_counter() - t0
+            self._ran += t
             state = "full" if len(active) == len(peers) else "partial"
             if state == "partial":                    # stale ghosts from the skipped neighbours
                 self._skipped_any = True
@@ -528,8 +569,10 @@ class Execution:
         t0 = time.perf_counter()
         wait(started)
         t = time.perf_counter() - t0
+        if state != "skipped":
+            self._ran += t
         if k is not None and state == "full":          # a sample: start plus completion
-            if self.record:
+            if self._keeps(k):
                 self.model.record(k, t_start + t)
                 self._steady_memo.pop(k, None)
             self._prev, self._prev_skipped = k, False

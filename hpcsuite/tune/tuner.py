@@ -41,9 +41,11 @@ two middle runs' breakdowns for an even count), so the parts add up to ``predict
 chosen configuration's is ``TuningResult.best_breakdown``. The plot stacks the three parts.
 
 Adaptive runs (``adaptive=True``, the default): ``iterations`` is the most runs a configuration
-gets. Its runs stop early once no rank executed any kernel in a run (every kernel charged from the
+gets. Its runs stop early once no rank executed any kernel in a run, or the executed kernels took
+less than a tenth of the tolerance of the predicted path (every other kernel charged from the
 model: a further run would charge the same means and re-measure only the program's own code
-between kernels), or once it has had two runs and the mean of its runs is known to the
+between kernels and those few kernels; this may end a configuration after its first run, whose
+samples are kept from each kernel's second call on), or once it has had two runs and the mean of its runs is known to the
 tolerance (relative confidence half-width of its runs below ``tolerance``, the criterion of a
 kernel applied to the configuration; racing first measures one spread without that stop, and
 the spreads of configurations stopped so are left out of the pooled noise, being selected small).
@@ -74,7 +76,7 @@ import numpy as np
 from mpi4py import MPI
 from scipy import stats as sps
 
-from .execution import MODES, Abandoned, Execution, run_full
+from .execution import MODES, Abandoned, Execution, ExecutionResult, run_full
 from .stats import Model
 
 __all__ = ["Space", "Autotuner", "TuningResult", "ConfigResult", "STRATEGIES"]
@@ -82,6 +84,13 @@ __all__ = ["Space", "Autotuner", "TuningResult", "ConfigResult", "STRATEGIES"]
 STRATEGIES = ("grid", "random", "racing")
 # why adaptive runs stopped a configuration early (ConfigResult.stopped)
 STOP_NOTHING_RAN, STOP_RUNS_AGREE = "no kernel executed", "runs agree"
+STOP_LITTLE_RAN = "executed kernels under a tenth of the tolerance"
+#: a run whose executed kernels took less than this fraction of ``tolerance`` x its predicted path
+#: ends a configuration's runs like a run with nothing executed: a further run would re-measure
+#: only those kernels, and even an error of 100 % in their time moves the prediction by less
+#: than a tenth of the tolerance (measured: a once-per-run panel Bcast of 1-4 MB, 0.06 % of a
+#: Cholesky run, kept every later configuration of a block size running twice; RESULTS, issue 24)
+LITTLE_RAN = 0.1
 
 
 class Space:
@@ -345,12 +354,13 @@ class Autotuner:
                 # with several runs, racing judges from the second on, so no configuration is
                 # dropped for its warm-up
                 # ... and its kernel times are not representative either: with several runs, the
-                # model learns from the second on (measured: the 2-rank Cholesky of the tests
+                # model keeps samples from the second on (measured: the 2-rank Cholesky of the tests
                 # over-predicted by 15-20 % when skipped kernels were charged means that held
-                # first-run samples, 10-12 % without them; bench/RESULTS.md)
+                # first-run samples, 10-12 % without them; bench/RESULTS.md); the first run learns
+                # provisionally, so that it skips what became steady instead of costing a full run
                 ex = Execution(self.model, self.mode, self.comm, share=self.share,
                                abandon_above=bound if (it or self.iterations == 1) else None,
-                               record=bool(it) or self.iterations == 1)
+                               record=True if it or self.iterations == 1 else "provisional")
                 try:
                     with ex:
                         program()
@@ -363,9 +373,10 @@ class Autotuner:
                     err = ("abandoned", f"slower than the best by more than the tolerance: Welch p = "
                                         f"{p:.2g} after {len(predicted)} runs")
                     break
-                # (never after the first run alone: its time holds the first-touch costs)
-                stop = self._known(predicted, ex.result.executed) if self.adaptive and 0 < it < self.iterations - 1 \
-                    else ""
+                # after the first run only when no kernel ran in it anywhere (every kernel known from
+                # earlier configurations): the first-touch costs are the executed kernels'
+                stop = self._known(predicted, ex.result, first=it == 0) \
+                    if self.adaptive and it < self.iterations - 1 else ""
                 if stop:
                     break
         except Abandoned as exc:
@@ -385,13 +396,15 @@ class Autotuner:
                             skipped=skipped, tuning_time=dt, runs=predicted,
                             breakdown=median_breakdown(predicted[warm], parts[warm]), stopped=stop)
 
-    def _known(self, runs: list, executed: int) -> str:
+    def _known(self, runs: list, last: ExecutionResult, first: bool = False) -> str:
         """Adaptive runs: why a configuration needs no further run (see the module notes), or
-        ``""``. Collective (the executed counts are summed; the predictions are the same on
-        every rank)."""
-        if self.comm.allreduce(executed) == 0:
+        ``""``; after its ``first`` run only when (almost) nothing ran. Collective (the executed
+        counts are summed; the predictions and executed times are the same on every rank)."""
+        if self.comm.allreduce(last.executed) == 0:
             return STOP_NOTHING_RAN
-        if len(runs) < 2 or (self.strategy == "racing" and self._noise() is None):
+        if last.executed_time < LITTLE_RAN * self.model.tolerance * last.predicted:
+            return STOP_LITTLE_RAN
+        if first or len(runs) < 2 or (self.strategy == "racing" and self._noise() is None):
             return ""                 # racing needs one spread measured without that selection
         m = statistics.fmean(runs)
         half = self.model.z * statistics.stdev(runs) / math.sqrt(len(runs))

@@ -391,3 +391,26 @@ def test_an_executed_collective_is_charged_the_mean_of_its_participants_times(te
     assert s.n == STEPS
     assert team.allgather((s.n, s.mean, s.m2)) == [(s.n, s.mean, s.m2)] * team.size
     assert team.allgather(ex.result.predicted) == [ex.result.predicted] * team.size
+
+
+@pytest.mark.mpi
+def test_a_provisional_run_skips_what_it_learnt_and_the_model_forgets_it(team):
+    """``record="provisional"`` (a configuration's first run in the tuner): the run learns from
+    each kernel's second call on and skips a kernel once steady, so it does not cost a full run,
+    but the model is left exactly as it was (statistics, change log) and nothing is shared."""
+    model = Model(tolerance=0.5, confidence=0.9, min_samples=2)
+    model.origin = team.rank
+    known = ("comp", "known", (1,))
+    for t in (0.001, 0.0011, 0.0009):
+        model.record(known, t)
+    before = (dict((k, (s.n, s.mean, s.m2)) for k, s in model.kernels.items()), list(model.changes))
+    with Execution(model, "selective", record="provisional") as ex:
+        program(team)
+    work = ex.result.counts["work"]
+    assert 0 < work[0] < STEPS and work[1] > 0, work       # learnt within the run, then skipped
+    assert ex.result.predicted >= T_WORK * STEPS * 0.95
+    assert not ex.share and ex.result.shared == 0
+    assert dict((k, (s.n, s.mean, s.m2)) for k, s in model.kernels.items()) == before[0]
+    assert model.changes == before[1]
+    with pytest.raises(ValueError, match="record must be"):
+        Execution(model, "selective", record="warm")

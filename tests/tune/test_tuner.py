@@ -9,6 +9,7 @@ from mpi4py import MPI
 
 from hpcsuite.runtime import compute
 from hpcsuite.tune import Autotuner, Model, Space
+from hpcsuite.tune.tuner import STOP_LITTLE_RAN
 
 UNIT = 0.002           # seconds; a configuration (a, b) costs about steps * UNIT * a * b
 
@@ -138,6 +139,28 @@ def test_adaptive_runs_stop_a_configuration_whose_kernels_are_known(team):
     fixed = Autotuner(space, make_run(team, steps=1), tolerance=0.5, confidence=0.9, min_samples=2,
                       iterations=3, remeasure=0, adaptive=False).tune()
     assert [len(r.runs) for r in fixed.results] == [3, 3, 3] and not any(r.stopped for r in fixed.results)
+
+
+@pytest.mark.mpi
+def test_a_configuration_whose_executed_kernels_are_a_sliver_of_its_path_stops_after_one_run(team):
+    """Each configuration brings one kernel of its own, called once per run and about 10,000x
+    shorter than the rest of its path (known from the first configuration): it never becomes steady, but a
+    run in which only it executes predicts to far better than the tolerance, so the later
+    configurations stop after their first run (which learns provisionally)."""
+    space = Space({"a": [1], "b": [1], "c": [0, 1, 2]})
+
+    def run(cfg):        # computation only: no collective whose steadiness the load could delay
+        # (the sliver computes, a few us: a sleep that short took over a ms to wake up at 4 ranks)
+        compute("sliver", (cfg["c"],), sum, range(100))
+        for _ in range(8):
+            compute("work", (1,), time.sleep, UNIT)
+    res = Autotuner(space, run, tolerance=0.5, confidence=0.9, min_samples=2, iterations=4,
+                    remeasure=0).tune()
+    first, *later = res.results
+    assert all(r.status == "ok" for r in res.results), res.table()
+    assert [len(r.runs) for r in later] == [1, 1], res.table()
+    assert all(r.stopped == STOP_LITTLE_RAN and r.executed >= 1 for r in later), res.table()
+    assert team.allgather([r.stopped for r in later]) == [[r.stopped for r in later]] * team.size
 
 
 @pytest.mark.mpi
