@@ -41,7 +41,8 @@ from mpi4py import MPI
 
 from ..pgas import DistArray
 from ..runtime import Team
-from .kernels import NotPositiveDefiniteError, gemm, potrf, syrk, trsm
+from ..runtime import compute
+from .kernels import NotPositiveDefiniteError, copy, gemm, potrf, syrk, trsm
 
 __all__ = ["cholesky", "VARIANTS", "GridTeams"]
 
@@ -466,9 +467,10 @@ def cholesky(A: DistArray, *, variant: str = "bcast", lookahead: int = 0,
     _check(A, variant, lookahead, out)
     L = A if out is None else out
     if L is not A:
-        L.local[...] = A.local
+        copy(L.local, A.local)
     f = _Factorization(L, GridTeams.of(L.team, L.grid), variant, int(lookahead))
     f.run()
-    f.zero_upper()
+    # a kernel too (a pass over the upper blocks): a tuner's selective run may skip it
+    compute("zero_upper", (*L.local.shape, f.b), f.zero_upper)
     L.sync()                      # every block complete before any rank reads one remotely
     return L

@@ -205,6 +205,10 @@ def test_kernel_names_keys_and_counts(team, grid, lookahead):
             linalg.cholesky(A, lookahead=lookahead, variant="ring")
         Pr, Pc = A.grid
         r, c = A.pattern.unit_coords(team.rank)
+        # the pass zeroing the upper triangle is a kernel of its own (no flops), once, at the end
+        assert [s[:3] for s in seen if s[0] == "zero_upper"] == [("zero_upper", (*A.local_shape, b), 0.0)]
+        assert seen[-1][0] == "zero_upper"
+        seen = seen[:-1]
         counts = dict(Counter(s[0] for s in seen))
         assert counts == expected_counts(5, Pr, Pc, r, c)
         if (Pr, Pc) in HAND:
@@ -357,3 +361,18 @@ def test_potrf_errors_and_reset():
             K.potrf(bad)
     with pytest.raises(ValueError, match="conform"):
         K.gemm(np.ones((2, 3)), np.ones((2, 3)), np.ones((2, 3)))
+
+
+def test_copy_kernel_is_observable_and_checks_shapes():
+    src = np.arange(12.0).reshape(3, 4)
+    dst = np.zeros((8, 8))[:3, 2:6]                    # a block of a larger matrix
+    seen = []
+
+    def record(name, key, flops, reset, fn, args, kwargs):
+        seen.append((name, key))
+        return fn(*args, **kwargs)
+    with intercept_compute(record):
+        assert K.copy(dst, src) is dst
+    assert np.array_equal(dst, src) and seen == [("copy", (3, 4))]
+    with pytest.raises(ValueError, match="copy"):
+        K.copy(np.zeros((3, 3)), src)
