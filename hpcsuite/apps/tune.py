@@ -249,7 +249,8 @@ def run(deck, ctx) -> int:
     if res.finalists:
         log.info(f"{len(res.finalists)} finalist(s) re-measured {t.remeasure} time(s), interleaved")
     summary = (f"best {res.best_config} predicted {res.best_predicted_time:.4g} s; tuning took "
-               f"{res.tuning_wall_time_s:.3g} s, {100 * res.skipped_fraction:.0f}% of kernel executions skipped")
+               f"{res.tuning_wall_time_s:.3g} s, {100 * res.skipped_fraction:.0f}% of kernel executions skipped"
+               f" (preparing the inputs took {res.prepare_time_s:.3g} s more, counted on neither side)")
     if compare:
         summary += (f"; full runs took {res.full_wall_time_s:.3g} s ({_times(res.speedup)}; one full run per "
                     f"configuration {_seconds(res.full_one_run_s)}, {_times(res.speedup_one_run)}), mean "

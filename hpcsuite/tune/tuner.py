@@ -158,7 +158,7 @@ class ConfigResult:
     executed: int = 0
     skipped: int = 0
     reason: str = ""
-    tuning_time: float = 0.0           # wall time spent on it in the tuning loop
+    tuning_time: float = 0.0           # wall time spent on it in the tuning loop (not preparing it)
     runs: list = field(default_factory=list)        # predicted time of each run of the search
     remeasured: list = field(default_factory=list)  # finalists: the interleaved runs after it
     full_runs: list = field(default_factory=list)   # compare_full: each full run's time
@@ -175,7 +175,10 @@ class TuningResult:
     results: list = field(default_factory=list)
     best_config: dict | None = None
     best_predicted_time: float | None = None
-    tuning_wall_time_s: float = 0.0
+    tuning_wall_time_s: float = 0.0           # the search, without preparing inputs (below)
+    prepare_time_s: float = 0.0               # preparing each configuration's inputs (``prepare``),
+                                              # counted on neither side of the comparisons: the
+                                              # full runs reuse the same prepared inputs
     full_wall_time_s: float | None = None
     true_best_config: dict | None = None
     mean_relative_prediction_error: float | None = None
@@ -323,6 +326,7 @@ class Autotuner:
         self.progress = progress
         self.prepare = prepare
         self._states: dict = {}
+        self._prepared_s = 0.0         # seconds spent in prepare (not counted as tuning)
         self._done: list = []             # the configurations finished "ok" so far in this search
 
     # ------------------------------------------------------------------ the search
@@ -332,7 +336,9 @@ class Autotuner:
             return lambda: self.run(dict(cfg))
         key = repr(sorted(cfg.items()))
         if key not in self._states:
+            t0 = time.perf_counter()
             self._states[key] = self.prepare(dict(cfg))
+            self._prepared_s += time.perf_counter() - t0
         state = self._states[key]
         return lambda: self.run(dict(cfg), state)
 
@@ -342,7 +348,7 @@ class Autotuner:
             state.free()
 
     def _evaluate(self, cfg: dict, incumbent: ConfigResult | None) -> ConfigResult:
-        t0 = time.perf_counter()
+        t0, prepared = time.perf_counter(), self._prepared_s
         err = None
         predicted, executed, skipped, parts = [], 0, 0, []
         stop = ""
@@ -386,7 +392,7 @@ class Autotuner:
         # agree on the outcome (the lowest failing rank's reason wins)
         errs = self.comm.allgather(err)
         first = next((e for e in errs if e is not None), None)
-        dt = self.comm.allreduce(time.perf_counter() - t0, op=MPI.MAX)
+        dt = self.comm.allreduce(time.perf_counter() - t0 - (self._prepared_s - prepared), op=MPI.MAX)
         if first is not None:
             return ConfigResult(cfg, first[0], reason=first[1].splitlines()[0][:200], tuning_time=dt,
                                 executed=executed, skipped=skipped, runs=predicted)
@@ -566,6 +572,7 @@ class Autotuner:
         self.comm.Barrier()
         t0 = time.perf_counter()
         full_time = 0.0
+        self._prepared_s = 0.0
         self._warm_up()
         res.calibration = self._calibrate()
         incumbent = None
@@ -601,7 +608,8 @@ class Autotuner:
             res.best_config, res.best_predicted_time = chosen.config, chosen.predicted_time
             res.best_breakdown = chosen.breakdown or None
         total = self.comm.allreduce(time.perf_counter() - t0, op=MPI.MAX)
-        res.tuning_wall_time_s = total - full_time
+        res.prepare_time_s = self.comm.allreduce(self._prepared_s, op=MPI.MAX)
+        res.tuning_wall_time_s = total - full_time - res.prepare_time_s
         executed = self.comm.allreduce(sum(r.executed for r in res.results))
         skipped = self.comm.allreduce(sum(r.skipped for r in res.results))
         res.skipped_fraction = skipped / (executed + skipped) if executed + skipped else 0.0

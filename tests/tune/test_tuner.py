@@ -164,6 +164,23 @@ def test_a_configuration_whose_executed_kernels_are_a_sliver_of_its_path_stops_a
 
 
 @pytest.mark.mpi
+def test_preparing_inputs_is_reported_apart_from_the_tuning_time(team):
+    """The full runs of ``compare_full`` reuse the prepared inputs, so preparing them (here 0.3 s a
+    configuration) is counted on neither side: ``prepare_time_s``, not ``tuning_wall_time_s``."""
+    space = Space({"a": [1], "b": [1, 2]})
+    work = make_run(team, steps=1)
+
+    def prepare(cfg):
+        time.sleep(0.3)
+        return cfg["b"]
+    res = Autotuner(space, lambda cfg, state: work(cfg), prepare=prepare, iterations=2, remeasure=0,
+                    min_samples=2).tune(compare_full=True, full_repeats=1)
+    assert res.prepare_time_s >= 2 * 0.3 * 0.99, res.prepare_time_s
+    assert all(r.tuning_time < 0.3 for r in res.results), [r.tuning_time for r in res.results]
+    assert res.tuning_wall_time_s < 0.6 and res.to_json()["prepare_time_s"] == res.prepare_time_s
+
+
+@pytest.mark.mpi
 def test_invalid_configurations_are_recorded_and_the_search_goes_on(team):
     # a 4x cost difference: far above the noise of oversubscribed, loaded ranks
     space = Space({"a": [1, 4], "b": [1], "broken": [False, True]})
