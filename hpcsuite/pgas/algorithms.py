@@ -47,12 +47,13 @@ _MISSING = object()
 
 
 # ---------------------------------------------------------------------- argument checks (local)
-def check_array(a, func: str, name: str = "a") -> None:
-    """Raise ``ValueError`` unless ``a`` is a live CPU :class:`DistArray`. Local."""
+def check_array(a, func: str, name: str = "a", gpu: bool = False) -> None:
+    """Raise ``ValueError`` unless ``a`` is a live :class:`DistArray`, on the CPU unless ``gpu``
+    (the scans run on both). Local."""
     if not isinstance(a, DistArray):
         raise ValueError(f"{func}: {name} must be a DistArray, got {type(a).__name__}")
     a.check_alive()
-    if a.device.is_gpu:
+    if a.device.is_gpu and not gpu:
         raise ValueError(f"{func}: {name} lives on the GPU; the PGAS algorithms work on device='cpu' arrays")
 
 

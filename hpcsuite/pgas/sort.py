@@ -206,15 +206,8 @@ def _identity(fn, dtype: np.dtype):
     return None
 
 
-def _check_live(a, name: str) -> None:
-    """``ValueError`` unless ``a`` is a live DistArray (CPU or GPU: scans run on both). Local."""
-    if not isinstance(a, DistArray):
-        raise ValueError(f"scan: {name} must be a DistArray, got {type(a).__name__}")
-    a.check_alive()
-
-
 def _check_scan(a, op, exclusive, out, axis):
-    _check_live(a, "a")
+    check_array(a, "scan", gpu=True)
     fn = resolve_op(op, "scan")
     axis = _scan_axis(a, axis)
     if not isinstance(exclusive, (bool, np.bool_)):
@@ -225,7 +218,7 @@ def _check_scan(a, op, exclusive, out, axis):
         raise ValueError(f"scan: exclusive=True needs an op with an identity for dtype {rdt}; "
                          f"op {op!r} has none")
     if out is not None:
-        _check_live(out, "out")
+        check_array(out, "scan", "out", gpu=True)
         check_same(a, out, "scan", ("a", "out"))
     return fn, axis, rdt, ident
 
