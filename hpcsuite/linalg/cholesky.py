@@ -42,7 +42,7 @@ from mpi4py import MPI
 from ..pgas import DistArray
 from ..runtime import Team
 from ..runtime import compute
-from .kernels import NotPositiveDefiniteError, copy, gemm, potrf, syrk, trsm
+from .kernels import NotPositiveDefiniteError, gemm, potrf, syrk, trsm
 
 __all__ = ["cholesky", "VARIANTS", "GridTeams"]
 
@@ -467,7 +467,11 @@ def cholesky(A: DistArray, *, variant: str = "bcast", lookahead: int = 0,
     _check(A, variant, lookahead, out)
     L = A if out is None else out
     if L is not A:
-        copy(L.local, A.local)
+        # not a kernel a tuner may skip: a selective run would then start from the last run's
+        # stale factor, and runs after runs (trsm dividing by reset diagonals) drove its values
+        # into denormals, on which the kernels that do run took twice as long (measured: block 32
+        # predicted +50-110 %, bench/RESULTS.md, issue 24, fifteenth session)
+        L.local[...] = A.local
     f = _Factorization(L, GridTeams.of(L.team, L.grid), variant, int(lookahead))
     f.run()
     # a kernel too (a pass over the upper blocks): a tuner's selective run may skip it

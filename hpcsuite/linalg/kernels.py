@@ -12,7 +12,6 @@ kernel     key                              flops
 ``trmm``   ``(m, n, right, lower, trans)``  as ``trsm``
 ``syrk``   ``(n, k, lower, trans)``         ``k n (n + 1)``
 ``gemm``   ``(m, n, k, trans_a, trans_b)``  ``2 m n k``
-``copy``   ``(m, n)``                       0 (memory-bound: ``16 m n`` bytes moved)
 =========  ===============================  ===============================
 
 (flags are 0 or 1; ``m, n`` are the output's shape, ``k`` the inner dimension.)
@@ -38,7 +37,7 @@ from scipy.linalg import cython_blas, cython_lapack
 
 from ..runtime import compute
 
-__all__ = ["potrf", "trsm", "trmm", "syrk", "gemm", "copy", "spd_reset", "NotPositiveDefiniteError"]
+__all__ = ["potrf", "trsm", "trmm", "syrk", "gemm", "spd_reset", "NotPositiveDefiniteError"]
 
 
 class NotPositiveDefiniteError(np.linalg.LinAlgError):
@@ -269,22 +268,6 @@ def trmm(a: np.ndarray, b: np.ndarray, *, right: bool = False, lower: bool = Tru
     m, n, flops = _tr_check("trmm", a, b, right)
     return compute("trmm", (m, n, int(right), int(lower), int(trans)), _tr_raw, _dtrmm, a, b,
                    alpha, right, lower, trans, unit_diag, flops=float(flops))
-
-
-def copy(dst: np.ndarray, src: np.ndarray) -> np.ndarray:
-    """``dst[...] = src`` (same shape); returns ``dst``. Local. Key ``(m, n)``, ``dst``'s shape.
-
-    A kernel like the others so that a tuner can time and skip it: a factorization's copy of its
-    input into its output is a memory-bound pass over the whole local matrix (about 10 ms of a
-    n = 4096 Cholesky's 20 ms skeleton at 2 ranks, bench/RESULTS.md, issue 24)."""
-    if dst.shape != src.shape:
-        raise _shape_error("copy", dst.shape, src.shape)
-    return compute("copy", tuple(int(x) for x in dst.shape), _copy_raw, dst, src)
-
-
-def _copy_raw(dst: np.ndarray, src: np.ndarray) -> np.ndarray:
-    np.copyto(dst, src)
-    return dst
 
 
 def spd_reset(a: np.ndarray) -> None:

@@ -413,8 +413,9 @@ class Autotuner:
             return STOP_LITTLE_RAN
         if first or len(runs) < 2 or (self.strategy == "racing" and self._noise() is None):
             return ""                 # racing needs one spread measured without that selection
-        m = statistics.fmean(runs)
-        half = self.model.z * statistics.stdev(runs) / math.sqrt(len(runs))
+        x = self._sample(runs)        # from 3 runs on without the first (first-touch costs)
+        m = statistics.fmean(x)
+        half = self.model.z * statistics.stdev(x) / math.sqrt(len(x))
         return STOP_RUNS_AGREE if m > 0 and half / m < self.model.tolerance else ""
 
     # ------------------------------------------------------------------ statistics of the choice

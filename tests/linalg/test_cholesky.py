@@ -362,17 +362,3 @@ def test_potrf_errors_and_reset():
     with pytest.raises(ValueError, match="conform"):
         K.gemm(np.ones((2, 3)), np.ones((2, 3)), np.ones((2, 3)))
 
-
-def test_copy_kernel_is_observable_and_checks_shapes():
-    src = np.arange(12.0).reshape(3, 4)
-    dst = np.zeros((8, 8))[:3, 2:6]                    # a block of a larger matrix
-    seen = []
-
-    def record(name, key, flops, reset, fn, args, kwargs):
-        seen.append((name, key))
-        return fn(*args, **kwargs)
-    with intercept_compute(record):
-        assert K.copy(dst, src) is dst
-    assert np.array_equal(dst, src) and seen == [("copy", (3, 4))]
-    with pytest.raises(ValueError, match="copy"):
-        K.copy(np.zeros((3, 3)), src)
