@@ -468,9 +468,9 @@ def cholesky(A: DistArray, *, variant: str = "bcast", lookahead: int = 0,
     L = A if out is None else out
     if L is not A:
         # not a kernel a tuner may skip: a selective run would then start from the last run's
-        # stale factor, and runs after runs (trsm dividing by reset diagonals) drove its values
-        # into denormals, on which the kernels that do run took twice as long (measured: block 32
-        # predicted +50-110 %, bench/RESULTS.md, issue 24, fifteenth session)
+        # stale factor (2 million inf/NaN of its 8 million values after one run at n = 4096), and
+        # kernel times depend on such data (gemm on NaN 25 % faster, trsm on denormals 1.8x
+        # slower); a search predicted block 32 at +74-110 % (bench/RESULTS.md, issue 24, 15th session)
         L.local[...] = A.local
     f = _Factorization(L, GridTeams.of(L.team, L.grid), variant, int(lookahead))
     f.run()
