@@ -327,7 +327,6 @@ class Autotuner:
         self.prepare = prepare
         self._states: dict = {}
         self._prepared_s = 0.0         # seconds spent in prepare (not counted as tuning)
-        self._untimed_s = 0.0          # and in the untimed full run before each compare-full set
         self._done: list = []             # the configurations finished "ok" so far in this search
 
     # ------------------------------------------------------------------ the search
@@ -574,7 +573,7 @@ class Autotuner:
         self.comm.Barrier()
         t0 = time.perf_counter()
         full_time = 0.0
-        self._prepared_s = self._untimed_s = 0.0
+        self._prepared_s = 0.0
         self._warm_up()
         res.calibration = self._calibrate()
         incumbent = None
@@ -611,8 +610,7 @@ class Autotuner:
             res.best_breakdown = chosen.breakdown or None
         total = self.comm.allreduce(time.perf_counter() - t0, op=MPI.MAX)
         res.prepare_time_s = self.comm.allreduce(self._prepared_s, op=MPI.MAX)
-        untimed = self.comm.allreduce(self._untimed_s, op=MPI.MAX)
-        res.tuning_wall_time_s = total - full_time - res.prepare_time_s - untimed
+        res.tuning_wall_time_s = total - full_time - res.prepare_time_s
         executed = self.comm.allreduce(sum(r.executed for r in res.results))
         skipped = self.comm.allreduce(sum(r.skipped for r in res.results))
         res.skipped_fraction = skipped / (executed + skipped) if executed + skipped else 0.0
@@ -622,19 +620,7 @@ class Autotuner:
         return res
 
     def _measure_full(self, r: ConfigResult, repeats: int) -> float:
-        """Run ``r.config`` fully ``repeats`` times (median kept) after one untimed full run;
-        returns the time spent on the timed ones. (The first full run after selective runs, whose
-        skipped kernels left the caches and buffers elsewhere, was measured 0.375 s against
-        0.29-0.32 s for the next ones: Cholesky n = 4096, block 256, 2 ranks; the baseline is
-        exhaustive runs after warm-up, as in bench/tune_search.py.)"""
-        t0 = time.perf_counter()
-        try:
-            run_full(self._program(r.config), self.comm)
-        except Exception as exc:   # noqa: BLE001
-            r.reason = f"full run failed: {type(exc).__name__}: {exc}"
-            return 0.0
-        finally:
-            self._untimed_s += time.perf_counter() - t0
+        """Run ``r.config`` fully ``repeats`` times (median kept); returns the time spent."""
         t0 = time.perf_counter()
         times = []
         for _ in range(repeats):
