@@ -17,9 +17,8 @@ computation, communication), before each point-to-point exchange the path goes a
 tag, and before each neighbourhood exchange (a PGAS halo update, the ghost rows of a sparse
 product) it is swapped with every neighbour (the exchange is one kernel from its start to its
 completion; a neighbour pair skips its messages when both ends are steady). Time between intercepted kernels (Python glue) is measured and charged as computation; the
-time of the internal allreduces and of input resets is excluded; an executed collective is charged
-the mean of its participants' times (the merge just before it skews the ranks by one latency, see
-``Execution._timed``). The result of a run is its predicted critical-path time.
+time of the internal allreduces and of input resets is excluded. The result of a run is its
+predicted critical-path time.
 
 Statistics along the path (``share=True``, the default outside skeleton mode): the kernel
 statistics a rank gathered travel with its path, as in the reference tool. Before a collective the
@@ -314,24 +313,11 @@ class Execution:
         self._count(key, True)
         return t
 
-    def _timed(self, key, fn, args, kwargs, team=None):
-        """Run and time a kernel, and record its sample. With ``team`` (an executed collective
-        over it) the sample is the mean of the participants' times (one more small allreduce,
-        collective over the team, not charged): the path merge just before the collective is
-        itself an exchange, after which the rank that arrived last leaves first, one latency ahead
-        of the others, and then waits that latency again inside the collective while the others
-        find its message there. Its time is then the collective's plus one latency, the others'
-        close to nothing, and the path (the MAX over ranks) would charge every collective one
-        latency too many, which is invisible on one node (microseconds) but doubled each
-        collective's cost between two nodes (5 ms TCP round trips, bench/RESULTS.md, issue 24).
-        At two ranks the mean is exact for that skew and for ranks that arrive together."""
+    def _timed(self, key, fn, args, kwargs):
+        """Run and time a kernel, and record its sample (see ``record``)."""
         t0 = time.perf_counter()
         res = fn(*args, **kwargs)
         t = time.perf_counter() - t0
-        if team is not None and team.size > 1:
-            both = np.array([t])
-            _wait(team.comm.Iallreduce(MPI.IN_PLACE, both, op=MPI.SUM))
-            t = float(both[0]) / team.size
         self._ran += t
         if self._keeps(key):
             self.model.record(key, t)
@@ -461,7 +447,7 @@ class Execution:
                     self._why(k, "not skippable (" + name + ")" if name not in _SKIPPABLE else
                               "another rank not steady" if mine else None)
                 self._last = time.perf_counter()
-                res, t = self._timed(k, fn, args, kwargs, team)
+                res, t = self._timed(k, fn, args, kwargs)
         self.path[0] += t
         self.path[2] += t
         self._own[1] += t

@@ -375,25 +375,6 @@ def test_a_run_that_does_not_record_times_its_kernels_but_keeps_no_sample(team):
 
 
 @pytest.mark.mpi
-def test_an_executed_collective_is_charged_the_mean_of_its_participants_times(team):
-    """The path merge before a collective leaves the last-arriving rank one latency ahead, and it
-    waits that latency again inside the timed collective while the others find its message there:
-    each rank's own time is skewed, and the path (MAX) would charge the collective one latency too
-    many (between two nodes, twice its cost). Every rank records the participants' mean, so the
-    samples, and the prediction, are the same everywhere (with each rank's own time they differ)."""
-    if team.size == 1:
-        pytest.skip("one rank: nothing to average")
-    model = Model(tolerance=0.3, confidence=0.9, min_samples=2)
-    with Execution(model, "profile") as ex:
-        program(team)
-    k = ("comm", "Allreduce", team.size, 64 * 8)
-    s = model.stats(k)
-    assert s.n == STEPS
-    assert team.allgather((s.n, s.mean, s.m2)) == [(s.n, s.mean, s.m2)] * team.size
-    assert team.allgather(ex.result.predicted) == [ex.result.predicted] * team.size
-
-
-@pytest.mark.mpi
 def test_a_provisional_run_skips_what_it_learnt_and_the_model_forgets_it(team):
     """``record="provisional"`` (a configuration's first run in the tuner): the run learns from
     each kernel's second call on and skips a kernel once steady, so it does not cost a full run,
