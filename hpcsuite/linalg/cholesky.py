@@ -40,8 +40,7 @@ import numpy as np
 from mpi4py import MPI
 
 from ..pgas import DistArray
-from ..runtime import Team
-from ..runtime import compute
+from ..runtime import Team, compute
 from .kernels import NotPositiveDefiniteError, gemm, potrf, syrk, trsm
 
 __all__ = ["cholesky", "VARIANTS", "GridTeams"]

@@ -30,9 +30,11 @@ kernel), ``TuningResult.calibration``.
 Each configuration is evaluated over ``iterations`` runs of its program, as an iterative
 application (or a benchmark loop) runs it, and as the reference autotuner evaluates
 configurations: the first runs execute and time the kernels, later ones skip what became steady.
-The predicted time of a configuration is the median over its runs of the predicted critical path
-(robust to first-run costs such as page faults), as the full comparison keeps the median of
-``iterations`` runs without interception.
+A configuration's first run pays first-touch costs (page faults, first calls), so it learns only
+provisionally (``Execution(record="provisional")``: it skips a kernel once steady within the run,
+and the model forgets those samples afterwards). The predicted time of a configuration is the
+median over its runs after the first (the first alone when it is the only one) of the predicted
+critical path, as the full comparison keeps the median of its runs without interception.
 
 Path breakdown: each configuration's ``breakdown`` splits its predicted time into computation,
 communication and idle (synchronisation) on the critical path's last rank (see
@@ -44,9 +46,9 @@ Adaptive runs (``adaptive=True``, the default): ``iterations`` is the most runs 
 gets. Its runs stop early once no rank executed any kernel in a run, or the executed kernels took
 less than a tenth of the tolerance of the predicted path (every other kernel charged from the
 model: a further run would charge the same means and re-measure only the program's own code
-between kernels and those few kernels; this may end a configuration after its first run, whose
-samples are kept from each kernel's second call on), or once it has had two runs and the mean of its runs is known to the
-tolerance (relative confidence half-width of its runs below ``tolerance``, the criterion of a
+between kernels and those few kernels; this may end a configuration after its first run, which
+learns only provisionally: see above), or once it has had two runs and the mean of its runs is
+known to the tolerance (relative confidence half-width of its runs below ``tolerance``, the criterion of a
 kernel applied to the configuration; racing first measures one spread without that stop, and
 the spreads of configurations stopped so are left out of the pooled noise, being selected small).
 Once the model is shared from the earlier configurations a
@@ -379,8 +381,8 @@ class Autotuner:
                     err = ("abandoned", f"slower than the best by more than the tolerance: Welch p = "
                                         f"{p:.2g} after {len(predicted)} runs")
                     break
-                # after the first run only when no kernel ran in it anywhere (every kernel known from
-                # earlier configurations): the first-touch costs are the executed kernels'
+                # after the first run only when (almost) no kernel ran in it anywhere (every kernel
+                # known from earlier configurations): the first-touch costs are the executed kernels'
                 stop = self._known(predicted, ex.result, first=it == 0) \
                     if self.adaptive and it < self.iterations - 1 else ""
                 if stop:
