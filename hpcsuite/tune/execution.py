@@ -339,7 +339,10 @@ class Execution:
         return True
 
     def _forget(self) -> None:
-        """Provisional run: restore the statistics it changed and drop its change log."""
+        """Provisional run: restore the statistics it changed and drop its change log (other runs
+        keep theirs: it is what statistics along the path send in later runs)."""
+        if self.record != "provisional":
+            return
         for key, old in self._saved.items():
             if old is None:
                 self.model.kernels.pop(key, None)

@@ -393,5 +393,9 @@ def test_a_provisional_run_skips_what_it_learnt_and_the_model_forgets_it(team):
     assert not ex.share and ex.result.shared == 0
     assert dict((k, (s.n, s.mean, s.m2)) for k, s in model.kernels.items()) == before[0]
     assert model.changes == before[1]
+    with Execution(model, "profile"):            # a recording run keeps its change log (shared later)
+        program(team)
+    work = (MPI.COMM_WORLD.Get_rank(), ("comp", "work", (1,)))
+    assert model.changes[:len(before[1])] == before[1] and work in model.changes[len(before[1]):]
     with pytest.raises(ValueError, match="record must be"):
         Execution(model, "selective", record="warm")
